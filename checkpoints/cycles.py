@@ -1,0 +1,84 @@
+"""Completed cycles: each cycle's reflection, metrics and flags, one row per cycle.
+
+Reflections are kept here rather than in the checkpointed state because every later
+prompt needs all of them: a state field holding them would be re-serialized whole into
+every checkpoint and make storage per cycle grow with the run's length. A row is written
+once, in the transaction that emits the cycle's CYCLE_END, and never changes, so a
+prompt built from the rows of cycles before the current one is as reproducible as one
+built from the checkpoint itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Connection, Engine, select
+
+from checkpoints.db import cycles, insert_ignore
+
+
+@dataclass(frozen=True)
+class CycleRecord:
+    """What a finished cycle left behind."""
+
+    cycle: int
+    reflection: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    similarity: float | None = None
+    advisory: str | None = None
+
+
+def insert_cycle(conn: Connection, run_id: str, record: CycleRecord) -> bool:
+    """Store a finished cycle (idempotent); True when new."""
+    return insert_ignore(
+        conn,
+        cycles,
+        {
+            "run_id": run_id,
+            "cycle": record.cycle,
+            "reflection": record.reflection,
+            "metrics": json.dumps(record.metrics, ensure_ascii=False),
+            "flags": json.dumps(record.flags),
+            "similarity": record.similarity,
+            "advisory": record.advisory,
+        },
+    )
+
+
+def _record(row: Any) -> CycleRecord:
+    return CycleRecord(
+        cycle=row["cycle"],
+        reflection=row["reflection"],
+        metrics=json.loads(row["metrics"]),
+        flags=json.loads(row["flags"]),
+        similarity=row["similarity"],
+        advisory=row["advisory"],
+    )
+
+
+def cycle_records(engine: Engine, run_id: str, *, before: int | None = None) -> list[CycleRecord]:
+    """A run's finished cycles in order (only those numbered below `before`, if given)."""
+    query = select(cycles).where(cycles.c.run_id == run_id).order_by(cycles.c.cycle)
+    if before is not None:
+        query = query.where(cycles.c.cycle < before)
+    with engine.connect() as conn:
+        return [_record(r) for r in conn.execute(query).mappings()]
+
+
+@lru_cache(maxsize=256)
+def reflections(engine: Engine, run_id: str, *, before: int) -> tuple[tuple[int, str], ...]:
+    """`(cycle, reflection)` of every finished cycle numbered below `before`.
+
+    Cached: rows of finished cycles never change, and every step of a cycle asks again.
+    """
+    query = (
+        select(cycles.c.cycle, cycles.c.reflection)
+        .where(cycles.c.run_id == run_id, cycles.c.cycle < before)
+        .order_by(cycles.c.cycle)
+    )
+    with engine.connect() as conn:
+        return tuple((int(c), str(r)) for c, r in conn.execute(query))

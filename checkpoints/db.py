@@ -1,0 +1,226 @@
+"""One SQLAlchemy engine per storage URL, and the tables contreact keeps beside the checkpoints.
+
+Checkpoints, memory, the run registry, the event log and the side-effect journal live in
+one database (a SQLite file in the data directory, or PostgreSQL by URL) so that a side
+effect and its record can commit in one transaction: that is what makes crash + resume
+exactly-once. The same code serves both backends; only the URL differs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+
+DB_FILENAME = "contreact.db"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+metadata = MetaData()
+
+runs = Table(
+    "contreact_runs",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("thread_id", String(64), nullable=False, unique=True),
+    Column("status", String(20), nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("host", String(500), nullable=False, default=""),
+    Column("config", Text, nullable=False),
+    Column("reason", Text, nullable=False, default=""),
+    Column("parent_run_id", String(200), nullable=True),
+    Column("fork_cycle", Integer, nullable=True),
+    Column("pid", Integer, nullable=True),
+    Column("created_at", String(40), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+)
+
+events = Table(
+    "contreact_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(200), nullable=False, index=True),
+    Column("key", String(200), nullable=False),
+    Column("cycle", Integer, nullable=False),
+    Column("event_type", String(40), nullable=False),
+    Column("timestamp", String(40), nullable=False),
+    Column("payload", Text, nullable=False),
+    UniqueConstraint("run_id", "key", name="uq_contreact_events_run_key"),
+)
+
+journal = Table(
+    "contreact_journal",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("key", String(200), primary_key=True),
+    Column("cycle", Integer, nullable=False),
+    Column("result", Text, nullable=False),
+)
+
+memories = Table(
+    "contreact_memories",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+cycles = Table(
+    "contreact_cycles",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("cycle", Integer, primary_key=True),
+    Column("reflection", Text, nullable=False),
+    Column("metrics", Text, nullable=False),
+    Column("flags", Text, nullable=False),
+    Column("similarity", Float, nullable=True),
+    Column("advisory", Text, nullable=True),
+)
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where one installation keeps its data: a database URL and a folder for JSONL logs."""
+
+    url: str
+    data_dir: Path
+
+    @property
+    def logs_dir(self) -> Path:
+        """Folder of the per-run JSONL event logs."""
+        return self.data_dir / "logs"
+
+    @property
+    def is_sqlite(self) -> bool:
+        """True for the default single-file backend."""
+        return self.url.startswith("sqlite")
+
+    @property
+    def sqlite_path(self) -> Path:
+        """The SQLite database file (only meaningful when `is_sqlite`)."""
+        database = make_url(self.url).database
+        if not database:
+            raise ValueError(f"SQLite URL has no file: {self.url}")
+        return Path(database)
+
+    @property
+    def libpq_url(self) -> str:
+        """The PostgreSQL URL in the form psycopg expects (no `+driver`)."""
+        url = make_url(self.url)
+        return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def default_data_dir() -> Path:
+    """`CONTREACT_HOME` if set, else `./runs`."""
+    return Path(os.environ.get("CONTREACT_HOME") or "runs")
+
+
+def resolve_storage(data_dir: str | Path | None = None, url: str | None = None) -> Storage:
+    """Turn the configured data directory and/or URL into a `Storage`.
+
+    Args:
+        data_dir: Folder for the SQLite file and the logs; default `default_data_dir()`.
+        url: A SQLAlchemy URL (`sqlite:///...` or `postgresql+psycopg://...`); when absent
+            the SQLite file inside `data_dir` is used.
+    """
+    folder = Path(data_dir) if data_dir else default_data_dir()
+    folder = folder.expanduser().resolve()
+    if url:
+        if url.startswith("postgresql://") or url.startswith("postgres://"):
+            url = "postgresql+psycopg://" + url.split("://", 1)[1]
+        if not (url.startswith("sqlite") or url.startswith("postgresql+psycopg")):
+            raise ValueError(
+                f"storage.url must be sqlite:///FILE or postgresql+psycopg://..., got {url!r}"
+            )
+        return Storage(url=url, data_dir=folder)
+    return Storage(url=f"sqlite:///{folder / DB_FILENAME}", data_dir=folder)
+
+
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def _tune_sqlite(dbapi_conn: Any, _record: Any) -> None:
+    # WAL lets readers (status, Studio) run beside a writer; the busy timeout turns
+    # short lock waits between concurrent runs into waits instead of errors.
+    # synchronous=NORMAL in WAL survives kill -9 (only power loss can drop the tail).
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def engine_for(storage: Storage) -> Engine:
+    """The process-wide engine for this storage, created (with tables) on first use."""
+    with _engines_lock:
+        engine = _engines.get(storage.url)
+        if engine is not None:
+            return engine
+        if storage.is_sqlite:
+            storage.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(
+                storage.url,
+                connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+            )
+            event.listen(engine, "connect", _tune_sqlite)
+        else:
+            engine = create_engine(storage.url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+        metadata.create_all(engine)
+        _engines[storage.url] = engine
+        return engine
+
+
+def dispose_engines() -> None:
+    """Close every cached engine (tests and forked processes)."""
+    with _engines_lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+def insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> bool:
+    """Insert a row unless its primary/unique key exists; True when the row is new.
+
+    This is the idempotency primitive: every side effect's record is keyed by
+    checkpointed counters, so a node re-run after a crash inserts nothing twice.
+    """
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        stmt: Any = sqlite.insert(table).values(**values).on_conflict_do_nothing()
+    elif dialect == "postgresql":
+        stmt = postgresql.insert(table).values(**values).on_conflict_do_nothing()
+    else:  # pragma: no cover - only the two supported backends reach here
+        raise RuntimeError(f"unsupported database dialect {dialect}")
+    return bool(conn.execute(stmt).rowcount)
+
+
+def upsert(conn: Connection, table: Table, values: dict[str, Any], keys: list[str]) -> None:
+    """Insert or overwrite a row identified by `keys`."""
+    updates = {k: v for k, v in values.items() if k not in keys}
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        stmt: Any = sqlite.insert(table).values(**values)
+    elif dialect == "postgresql":
+        stmt = postgresql.insert(table).values(**values)
+    else:  # pragma: no cover
+        raise RuntimeError(f"unsupported database dialect {dialect}")
+    conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=updates))

@@ -1,0 +1,128 @@
+"""The event log: idempotent keyed rows in the database, mirrored to `logs/<run_id>.jsonl`.
+
+Every event carries a key built from checkpointed counters (cycle, step, call index), so
+a node that re-runs after a crash re-inserts nothing. The database is the source of truth;
+the JSONL file is appended after each commit for `tail -f`, and rebuilt from the database
+whenever a run starts or resumes, which closes the window between a commit and its append.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import Connection, Engine, select
+
+from checkpoints.db import Storage, events, insert_ignore
+
+EventType = Literal[
+    "RUN_START",
+    "CYCLE_START",
+    "LLM_INVOCATION",
+    "TOOL_CALL",
+    "OPERATOR_MESSAGE",
+    "CONTEXT_TRIM",
+    "SIMILARITY",
+    "CYCLE_END",
+    "ERROR",
+    "RUN_END",
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event before it is stored; `key` must be unique within the run."""
+
+    event_type: EventType
+    cycle: int
+    key: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+def utc_now() -> str:
+    """The current time as ISO-8601 UTC."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def as_line(run_id: str, row: dict[str, Any]) -> dict[str, Any]:
+    """The public JSONL shape of a stored event row."""
+    payload = row["payload"]
+    return {
+        "timestamp": row["timestamp"],
+        "run_id": run_id,
+        "cycle_number": row["cycle"],
+        "event_type": row["event_type"],
+        "payload": json.loads(payload) if isinstance(payload, str) else payload,
+    }
+
+
+def insert_events(conn: Connection, run_id: str, batch: Iterable[Event]) -> list[dict[str, Any]]:
+    """Insert events inside the caller's transaction; returns the JSONL lines that were new."""
+    fresh: list[dict[str, Any]] = []
+    for ev in batch:
+        row = {
+            "run_id": run_id,
+            "key": ev.key,
+            "cycle": ev.cycle,
+            "event_type": ev.event_type,
+            "timestamp": utc_now(),
+            "payload": json.dumps(ev.payload, ensure_ascii=False, default=str),
+        }
+        if insert_ignore(conn, events, row):
+            fresh.append(as_line(run_id, row))
+    return fresh
+
+
+def log_path(storage: Storage, run_id: str) -> Path:
+    """Where a run's JSONL log lives."""
+    return storage.logs_dir / f"{run_id}.jsonl"
+
+
+def append_lines(storage: Storage, run_id: str, lines: Sequence[dict[str, Any]]) -> None:
+    """Append committed events to the run's JSONL mirror."""
+    if not lines:
+        return
+    path = log_path(storage, run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        for line in lines:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+def read_events(engine: Engine, run_id: str, *, upto_cycle: int | None = None) -> list[dict[str, Any]]:
+    """A run's events in the order they were first committed, as JSONL-shaped dicts."""
+    query = select(events).where(events.c.run_id == run_id).order_by(events.c.id)
+    if upto_cycle is not None:
+        query = query.where(events.c.cycle <= upto_cycle)
+    with engine.connect() as conn:
+        rows = conn.execute(query).mappings().all()
+    return [as_line(run_id, dict(r)) for r in rows]
+
+
+def rebuild_log(engine: Engine, storage: Storage, run_id: str) -> Path:
+    """Rewrite the run's JSONL file from the database (atomic replace)."""
+    path = log_path(storage, run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".jsonl.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for line in read_events(engine, run_id):
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def count_events(engine: Engine, run_id: str, key_prefix: str) -> int:
+    """How many of a run's events have keys starting with `key_prefix`."""
+    with engine.connect() as conn:
+        return len(
+            conn.execute(
+                select(events.c.id).where(
+                    events.c.run_id == run_id, events.c.key.startswith(key_prefix, autoescape=True)
+                )
+            ).all()
+        )

@@ -1,0 +1,91 @@
+"""The side-effect journal: what makes a node that re-runs after a crash exactly-once.
+
+A node's side effects (a model call, a tool run, an operator reply) happen before the
+checkpoint that records the node's output. If the process dies in between, LangGraph runs
+the node again on resume. Each effect therefore has a deterministic key built from
+checkpointed counters; its result is journaled in the same transaction as its events
+(and, for memory tools, as the memory change itself), and a re-run returns the recorded
+result instead of acting twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, select
+
+from checkpoints.db import Storage, engine_for, insert_ignore, journal
+from checkpoints.events import Event, append_lines, insert_events
+
+T = TypeVar("T")
+
+_MISSING: Any = object()
+
+
+class Ledger:
+    """Exactly-once side effects and events for one run."""
+
+    def __init__(self, storage: Storage, run_id: str, engine: Engine | None = None) -> None:
+        self.storage = storage
+        self.run_id = run_id
+        self.engine = engine or engine_for(storage)
+
+    def recall(self, key: str) -> Any:
+        """The journaled result for `key`, or `Ledger.MISSING`."""
+        with self.engine.connect() as conn:
+            raw = conn.execute(
+                select(journal.c.result).where(
+                    journal.c.run_id == self.run_id, journal.c.key == key
+                )
+            ).scalar_one_or_none()
+        return _MISSING if raw is None else json.loads(raw)
+
+    MISSING = _MISSING
+
+    def once(
+        self,
+        key: str,
+        cycle: int,
+        act: Callable[[Connection], tuple[T, Sequence[Event]]],
+    ) -> T:
+        """Run `act` once for `key`: a re-run returns the recorded result."""
+        found = self.recall(key)
+        if found is not _MISSING:
+            return found  # type: ignore[no-any-return]
+        return self.commit(key, cycle, act)
+
+    def commit(
+        self,
+        key: str,
+        cycle: int,
+        act: Callable[[Connection], tuple[T, Sequence[Event]]],
+    ) -> T:
+        """Journal the result of `act` under `key`, with its events, in one transaction.
+
+        `act` runs inside the transaction, so an effect on the same database (a memory
+        write) commits atomically with its record. Call after `recall` found nothing.
+        The result must be JSON-serializable.
+        """
+        with self.engine.begin() as conn:
+            result, batch = act(conn)
+            insert_ignore(
+                conn,
+                journal,
+                {
+                    "run_id": self.run_id,
+                    "key": key,
+                    "cycle": cycle,
+                    "result": json.dumps(result, ensure_ascii=False, default=str),
+                },
+            )
+            lines = insert_events(conn, self.run_id, batch)
+        append_lines(self.storage, self.run_id, lines)
+        return result
+
+    def emit(self, *batch: Event) -> None:
+        """Record events that are not tied to a journaled result (idempotent by key)."""
+        with self.engine.begin() as conn:
+            lines = insert_events(conn, self.run_id, batch)
+        append_lines(self.storage, self.run_id, lines)

@@ -1,0 +1,158 @@
+"""The run registry: human run ids, their LangGraph thread UUIDs, status, model and config.
+
+Studio and LangGraph address a run by a thread UUID; researchers address it by a name.
+The registry is the one place that maps one to the other and says whether a run is
+running, paused for the operator, completed or failed (and why).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import Engine, select, update
+from sqlalchemy.exc import IntegrityError
+
+from checkpoints.db import runs
+from checkpoints.events import utc_now
+
+RunStatus = Literal["running", "paused", "completed", "failed"]
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+class RunExistsError(Exception):
+    """`run` was asked to create a run id that is already registered."""
+
+
+class RunNotFoundError(Exception):
+    """No run is registered under that id."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of the registry."""
+
+    run_id: str
+    thread_id: str
+    status: RunStatus
+    model: str
+    host: str
+    config: dict[str, Any]
+    reason: str
+    parent_run_id: str | None
+    fork_cycle: int | None
+    pid: int | None
+    created_at: str
+    updated_at: str
+
+    @property
+    def process_alive(self) -> bool:
+        """Whether the process that last drove this run still exists on this machine."""
+        if self.pid is None:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def check_run_id(run_id: str) -> str:
+    """Validate a run id (it names files and appears in URLs)."""
+    if not RUN_ID_PATTERN.match(run_id):
+        raise ValueError(
+            f"run id {run_id!r} must start with a letter or digit and contain only "
+            "letters, digits, '.', '_' or '-' (at most 200 characters)"
+        )
+    return run_id
+
+
+def _record(row: Any) -> RunRecord:
+    data = dict(row)
+    data["config"] = json.loads(data["config"])
+    return RunRecord(**data)
+
+
+def create_run(
+    engine: Engine,
+    run_id: str,
+    *,
+    model: str,
+    host: str,
+    config: dict[str, Any],
+    thread_id: str | None = None,
+    parent_run_id: str | None = None,
+    fork_cycle: int | None = None,
+) -> RunRecord:
+    """Register a new run; raises `RunExistsError` if the id is taken."""
+    check_run_id(run_id)
+    now = utc_now()
+    row = {
+        "run_id": run_id,
+        "thread_id": thread_id or str(uuid.uuid4()),
+        "status": "running",
+        "model": model,
+        "host": host,
+        "config": json.dumps(config, ensure_ascii=False, default=str),
+        "reason": "",
+        "parent_run_id": parent_run_id,
+        "fork_cycle": fork_cycle,
+        "pid": os.getpid(),
+        "created_at": now,
+        "updated_at": now,
+    }
+    try:
+        with engine.begin() as conn:
+            conn.execute(runs.insert().values(**row))
+    except IntegrityError as exc:
+        raise RunExistsError(run_id) from exc
+    return get_run(engine, run_id)
+
+
+def get_run(engine: Engine, run_id: str) -> RunRecord:
+    """The registry row of `run_id`; raises `RunNotFoundError`."""
+    with engine.connect() as conn:
+        row = conn.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
+    if row is None:
+        raise RunNotFoundError(run_id)
+    return _record(row)
+
+
+def find_by_thread(engine: Engine, thread_id: str) -> RunRecord | None:
+    """The run whose LangGraph thread is `thread_id`, if registered."""
+    with engine.connect() as conn:
+        row = conn.execute(select(runs).where(runs.c.thread_id == thread_id)).mappings().first()
+    return None if row is None else _record(row)
+
+
+def list_runs(engine: Engine) -> list[RunRecord]:
+    """All runs, oldest first."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(runs).order_by(runs.c.created_at, runs.c.run_id)).mappings()
+        return [_record(r) for r in rows]
+
+
+def set_status(
+    engine: Engine,
+    run_id: str,
+    status: RunStatus,
+    *,
+    reason: str = "",
+    claim: bool = False,
+    **fields: Any,
+) -> None:
+    """Record a run's status (and why); `claim` marks this process as the run's driver."""
+    values: dict[str, Any] = {"status": status, "reason": reason, "updated_at": utc_now()}
+    if claim:
+        values["pid"] = os.getpid()
+    if "config" in fields:
+        fields["config"] = json.dumps(fields["config"], ensure_ascii=False, default=str)
+    values.update(fields)
+    with engine.begin() as conn:
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(**values))

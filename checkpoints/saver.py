@@ -1,0 +1,54 @@
+"""Checkpointer factory: SqliteSaver (default), PostgresSaver or InMemorySaver from the storage URL.
+
+The CLI and LangGraph Studio must open the same checkpoints, so both get their saver
+here. SQLite needs `check_same_thread=False` (LangGraph calls the saver from worker
+threads) and WAL so that a reader can look at a run while it is being written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+
+from checkpoints.db import SQLITE_BUSY_TIMEOUT_MS, Storage
+
+
+def connect_sqlite(storage: Storage) -> sqlite3.Connection:
+    """A SQLite connection tuned like the SQLAlchemy engine's (WAL, busy timeout)."""
+    path = storage.sqlite_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(
+        str(path), check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
+    )
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+@contextmanager
+def open_saver(storage: Storage | None) -> Iterator[BaseCheckpointSaver]:
+    """Open the checkpointer for `storage` (`None` means in-memory, for tests and chat)."""
+    if storage is None:
+        yield InMemorySaver()
+        return
+    if storage.is_sqlite:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = connect_sqlite(storage)
+        try:
+            saver = SqliteSaver(conn)
+            saver.setup()
+            yield saver
+        finally:
+            conn.close()
+        return
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(storage.libpq_url) as pg_saver:
+        pg_saver.setup()
+        yield pg_saver

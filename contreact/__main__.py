@@ -1,0 +1,5 @@
+"""`python -m contreact` runs the command line."""
+
+from contreact.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Research analysis: reflection similarity, metrics tables, PEI, reports."""

@@ -1,0 +1,221 @@
+"""The YAML run configuration: pydantic models, loading, validation and CLI overrides.
+
+A researcher's config is the record of an experiment, so it is strict: unknown keys are
+errors with a "did you mean" hint, wrong types name the field and the file, and every
+problem in the file is reported at once, not one per attempt.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from checkpoints.registry import check_run_id
+from graph.state import Context, default_model_options
+
+DEFAULT_OPERATOR_REPLY = (
+    "This is an automatic reply: the operator is not available right now and has read "
+    "your message."
+)
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; the message names every bad field and the file."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class OllamaSettings(_Strict):
+    """How to reach Ollama."""
+
+    host: str | None = Field(None, description="OLLAMA_HOST overrides when this is absent")
+    timeout_s: float = Field(120.0, gt=0)
+    retries: int = Field(4, ge=0, le=20)
+    retry_budget_s: float = Field(60.0, gt=0)
+    keep_alive: str = "5m"
+    reasoning: bool | None = None
+
+    @field_validator("keep_alive", mode="before")
+    @classmethod
+    def _keep_alive_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int | float) else value
+
+
+class Limits(_Strict):
+    """Per-cycle budgets and size limits."""
+
+    max_steps_per_cycle: int = Field(10, ge=1)
+    max_tool_calls_per_cycle: int = Field(20, ge=0)
+    max_nudges: int = Field(2, ge=0)
+    tool_output_chars: int = Field(8000, ge=100)
+    memory_value_chars: int = Field(50_000, ge=1)
+    output_reserve_tokens: int = Field(1024, ge=0)
+
+
+class OperatorSettings(_Strict):
+    """Who answers `send_message_to_operator`."""
+
+    mode: Literal["terminal", "auto", "queue"] = "auto"
+    reply: str = DEFAULT_OPERATOR_REPLY
+
+
+class SimilaritySettings(_Strict):
+    """The reflection-similarity monitor."""
+
+    enabled: bool = True
+    embedding_model: str | None = None
+    moderate: float = Field(0.7, ge=0, le=1)
+    high: float = Field(0.8, ge=0, le=1)
+
+
+class StorageSettings(_Strict):
+    """Where checkpoints, memory, registry and logs live."""
+
+    data_dir: str | None = None
+    url: str | None = None
+
+
+class Config(_Strict):
+    """One run's configuration (SPEC §10)."""
+
+    run_id: str
+    model: str
+    cycles: int = Field(10, ge=1)
+    ollama: OllamaSettings = OllamaSettings()
+    model_options: dict[str, Any] = Field(default_factory=default_model_options)
+    limits: Limits = Limits()
+    operator: OperatorSettings = OperatorSettings()
+    similarity: SimilaritySettings = SimilaritySettings()
+    storage: StorageSettings = StorageSettings()
+    task: str | None = None
+    user_turn: str = "Cycle {cycle} begins."
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, value: str) -> str:
+        return check_run_id(value)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name an Ollama model, e.g. llama3.1:8b")
+        return value.strip()
+
+    @field_validator("model_options")
+    @classmethod
+    def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        merged = {**default_model_options(), **value}
+        num_ctx = merged.get("num_ctx")
+        if not isinstance(num_ctx, int) or isinstance(num_ctx, bool) or num_ctx < 256:
+            raise ValueError(f"num_ctx must be an integer of at least 256, got {num_ctx!r}")
+        return merged
+
+    def to_context(self, *, data_dir: str | None = None) -> Context:
+        """The runtime Context for this config (`data_dir` from the CLI wins)."""
+        kwargs: dict[str, Any] = {}
+        if self.ollama.host:
+            kwargs["ollama_host"] = self.ollama.host
+        return Context(
+            model=self.model,
+            timeout_s=self.ollama.timeout_s,
+            retries=self.ollama.retries,
+            retry_budget_s=self.ollama.retry_budget_s,
+            keep_alive=self.ollama.keep_alive,
+            reasoning=self.ollama.reasoning,
+            model_options=dict(self.model_options),
+            max_steps_per_cycle=self.limits.max_steps_per_cycle,
+            max_tool_calls_per_cycle=self.limits.max_tool_calls_per_cycle,
+            max_nudges=self.limits.max_nudges,
+            tool_output_chars=self.limits.tool_output_chars,
+            memory_value_chars=self.limits.memory_value_chars,
+            output_reserve_tokens=self.limits.output_reserve_tokens,
+            user_turn=self.user_turn,
+            similarity_enabled=self.similarity.enabled,
+            embedding_model=self.similarity.embedding_model,
+            similarity_moderate=self.similarity.moderate,
+            similarity_high=self.similarity.high,
+            data_dir=data_dir or self.storage.data_dir or "",
+            storage_url=self.storage.url or "",
+            **kwargs,
+        )
+
+
+def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = Config
+    for part in path:
+        if model is None or not isinstance(part, str) or part not in model.model_fields:
+            return None
+        annotation = model.model_fields[part].annotation
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    return model
+
+
+def _describe(error: Any) -> str:
+    loc = tuple(error["loc"])
+    name = ".".join(str(p) for p in loc) or "(top level)"
+    if error["type"] == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        hint = ""
+        if parent is not None:
+            close = difflib.get_close_matches(str(loc[-1]), list(parent.model_fields), n=1, cutoff=0.5)
+            if close:
+                prefix = ".".join(str(p) for p in loc[:-1])
+                hint = f" (did you mean `{prefix + '.' if prefix else ''}{close[0]}`?)"
+        return f"unknown key `{name}`{hint}"
+    if error["type"] == "missing":
+        return f"`{name}` is required"
+    got = error.get("input")
+    shown = f" (got {got!r})" if got is not None and not isinstance(got, dict | list) else ""
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"`{name}`: {message}{shown}"
+
+
+def parse_config(data: Any, source: str = "<config>") -> Config:
+    """Validate a loaded mapping; raises `ConfigError` naming every bad field and `source`."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the config must be a YAML mapping of keys to values")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors())
+        raise ConfigError(f"{source}: {problems}") from None
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Config:
+    """Read, apply CLI overrides (`model`, `cycles`, `run_id`, `host`) and validate a YAML config."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {file}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{file}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        data = {}
+    if isinstance(data, dict):
+        data = apply_overrides(data, overrides or {})
+    return parse_config(data, str(file))
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """CLI flags over the file's values (None means the flag was not given)."""
+    merged = dict(data)
+    for key in ("model", "cycles", "run_id"):
+        if overrides.get(key) is not None:
+            merged[key] = overrides[key]
+    if overrides.get("host") is not None:
+        ollama = dict(merged.get("ollama") or {})
+        ollama["host"] = overrides["host"]
+        merged["ollama"] = ollama
+    return merged

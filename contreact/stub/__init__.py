@@ -1,0 +1,53 @@
+"""The bundled Ollama-compatible stub server (SPEC §13).
+
+It lets ``contreact demo``, the test suite and the benchmarks run the real
+``ChatOllama`` client over real HTTP with no Ollama binary and no model weights.
+
+* :class:`StubServer` - the HTTP server (``/api/chat``, ``/api/embed``, ``/api/tags``,
+  ``/api/show``, ``/api/version``) plus ``/_stub/`` control endpoints.
+* Agents (:class:`ScriptedAgent`, :class:`SimulatedAgent`, :class:`LooperAgent`) -
+  deterministic answerers: a reply is a pure function of the request.
+* :mod:`contreact.stub.faults` - queued failures (HTTP errors, hangs, drops, mid-stream
+  error lines, Ollama's tool-call parse error).
+* ``python -m contreact.stub`` - the same server as a subprocess.
+
+Importing this package does not import LangChain.
+"""
+
+from contreact.stub.agents import (
+    DEFAULT_EMBEDDING_MODELS,
+    DEFAULT_MODELS,
+    SCRIPTS_DIR,
+    Agent,
+    ChatRequest,
+    LooperAgent,
+    Reply,
+    Scenario,
+    ScriptedAgent,
+    SimulatedAgent,
+    embed_text,
+    load_scenario,
+    resolve_scenario_path,
+)
+from contreact.stub.faults import TOOL_PARSE_ERROR_MESSAGE, Fault, FaultQueue
+from contreact.stub.server import StubServer
+
+__all__ = [
+    "DEFAULT_EMBEDDING_MODELS",
+    "DEFAULT_MODELS",
+    "SCRIPTS_DIR",
+    "TOOL_PARSE_ERROR_MESSAGE",
+    "Agent",
+    "ChatRequest",
+    "Fault",
+    "FaultQueue",
+    "LooperAgent",
+    "Reply",
+    "Scenario",
+    "ScriptedAgent",
+    "SimulatedAgent",
+    "StubServer",
+    "embed_text",
+    "load_scenario",
+    "resolve_scenario_path",
+]

@@ -1,0 +1,67 @@
+"""The StateGraph: five nodes, typed routers, and the recursion limit derived from budgets.
+
+```
+START → assemble → invoke → parse ─┬─ calls ──→ dispatch → assemble
+                                   ├─ retry ──→ assemble   (nudge / corrective turn)
+                                   └─ final ──→ reflect ─┬─ next cycle → assemble
+                                                          └─ done ──────→ END
+```
+The budgets stop a cycle; the recursion limit is set just above what the budgets allow,
+so it only ever fires on a bug.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.graph import END, START, StateGraph
+
+from graph.state import AgentState, Context
+from nodes.assemble import assemble
+from nodes.dispatch import dispatch
+from nodes.invoke import invoke
+from nodes.parse import parse
+from nodes.reflect import reflect
+
+NODES_PER_STEP = 4
+"""assemble, invoke, parse, dispatch: supersteps per model call at most."""
+
+
+def route_after_parse(state: AgentState) -> Literal["dispatch", "assemble", "reflect"]:
+    """Tool calls → dispatch; empty or malformed → assemble (corrective turn); final → reflect."""
+    if state.outcome == "calls":
+        return "dispatch"
+    if state.outcome == "retry":
+        return "assemble"
+    if state.outcome == "final":
+        return "reflect"
+    raise ValueError(f"parse left an unexpected outcome: {state.outcome!r}")
+
+
+def route_after_reflect(state: AgentState) -> Literal["assemble", "__end__"]:
+    """Cycles left → assemble the next one; otherwise the run ends."""
+    if state.status == "running":
+        return "assemble"
+    if state.status == "completed":
+        return END
+    raise ValueError(f"reflect left an unexpected status: {state.status!r}")
+
+
+def recursion_limit(ctx: Context, cycles: int) -> int:
+    """Supersteps one invocation may take for `cycles` cycles under the run's budgets."""
+    per_cycle = NODES_PER_STEP * ctx.max_steps_per_cycle + 1
+    return max(1, cycles) * per_cycle + 8
+
+
+builder = StateGraph(AgentState, context_schema=Context)
+builder.add_node("assemble", assemble)
+builder.add_node("invoke", invoke)
+builder.add_node("parse", parse)
+builder.add_node("dispatch", dispatch)
+builder.add_node("reflect", reflect)
+builder.add_edge(START, "assemble")
+builder.add_edge("assemble", "invoke")
+builder.add_edge("invoke", "parse")
+builder.add_conditional_edges("parse", route_after_parse)
+builder.add_edge("dispatch", "assemble")
+builder.add_conditional_edges("reflect", route_after_reflect)

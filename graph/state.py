@@ -1,0 +1,184 @@
+"""AgentState (checkpointed after every step) and Context (per invocation, never checkpointed).
+
+The split follows LangGraph's `context_schema`: what the agent *is* at a point in time
+(cycle, this cycle's messages, counters) is state and survives crashes; how it is *run*
+(model, host, timeouts, budgets, storage) is context and may change on resume (a fixed
+host, a longer timeout) without rewriting history.
+
+State holds only what is bounded per cycle. Reflections of earlier cycles live in the
+cycles table (see `checkpoints.cycles`): every checkpoint re-serializes every state field,
+so a growing list here would make storage per cycle grow with the run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.messages import AnyMessage, RemoveMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+
+from checkpoints.db import Storage, resolve_storage
+
+Outcome = Literal["", "calls", "retry", "final"]
+RunStatus = Literal["running", "completed"]
+
+
+class PendingCall(TypedDict):
+    """A parsed tool call waiting for `dispatch`."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    error: str | None
+    """Corrective text instead of running (unknown tool, bad arguments), from the parser."""
+
+
+class CycleStats(TypedDict):
+    """Per-cycle counters; reset when a cycle starts, reported in CYCLE_END."""
+
+    steps: int
+    """Model calls made in this cycle (corrective turns and nudges included)."""
+    tool_calls: int
+    """Every call the model made: run, refused and invalid ones."""
+    tool_calls_by_name: dict[str, int]
+    nudges: int
+    repeated_calls: int
+    errors: int
+    """Tool calls that returned an error, plus malformed or invalid calls."""
+    memory_ops_total: int
+    memory_write_chars: int
+    messages_to_operator: int
+    response_chars: int
+    tokens_in: int
+    tokens_out: int
+    model_seconds: float
+    trims: int
+
+
+def new_stats() -> CycleStats:
+    """Counters for a cycle that has not started yet."""
+    return CycleStats(
+        steps=0,
+        tool_calls=0,
+        tool_calls_by_name={},
+        nudges=0,
+        repeated_calls=0,
+        errors=0,
+        memory_ops_total=0,
+        memory_write_chars=0,
+        messages_to_operator=0,
+        response_chars=0,
+        tokens_in=0,
+        tokens_out=0,
+        model_seconds=0.0,
+        trims=0,
+    )
+
+
+@dataclass(kw_only=True)
+class AgentState:
+    """The checkpointed state of one run."""
+
+    run_id: str = ""
+    """Human run id; memory, events and the journal are keyed by it. Empty: the thread id."""
+    task: str | None = None
+    """A user task (tasked mode) instead of the task-free prompt; None for ContReAct."""
+    last_cycle: int = 1
+    """The run ends after this cycle; `resume --cycles N` raises it."""
+    cycle: int = 1
+    """The current cycle, 1-based."""
+    messages: Annotated[list[AnyMessage], add_messages] = field(default_factory=list)
+    """This cycle's messages only, starting with its opening user turn."""
+    reflections_from: int = 1
+    """First earlier cycle whose reflection fits in the prompt (older ones trimmed)."""
+    pending: list[PendingCall] = field(default_factory=list)
+    """Calls parsed from the last model message, for `dispatch`."""
+    outcome: Outcome = ""
+    """What `parse` made of the last model message; the router reads it."""
+    final_text: str = ""
+    """The cycle's reflection as accepted by `parse` (thinking stripped)."""
+    flags: list[str] = field(default_factory=list)
+    """Notes about how this cycle ended (e.g. `empty_reflection`, `step_budget_exhausted`)."""
+    stats: CycleStats = field(default_factory=new_stats)
+    call_counts: dict[str, int] = field(default_factory=dict)
+    """How often each (tool, arguments) signature was called this cycle."""
+    advisory: str | None = None
+    """Diversity advisory from the similarity monitor, for this cycle's system prompt only."""
+    status: RunStatus = "running"
+
+
+def fresh_cycle(cycle: int, advisory: str | None = None) -> dict[str, Any]:
+    """The state update that starts `cycle`: messages and counters reset."""
+    return {
+        "cycle": cycle,
+        "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)],
+        "reflections_from": 1,
+        "pending": [],
+        "outcome": "",
+        "final_text": "",
+        "flags": [],
+        "stats": new_stats(),
+        "call_counts": {},
+        "advisory": advisory,
+        "status": "running",
+    }
+
+
+def default_ollama_host() -> str:
+    """`OLLAMA_HOST` (scheme added if missing), else the local default."""
+    host = os.environ.get("OLLAMA_HOST", "").strip() or "http://localhost:11434"
+    return host if "://" in host else f"http://{host}"
+
+
+def default_model_options() -> dict[str, Any]:
+    """Options passed to Ollama when the config gives none."""
+    return {"temperature": 0.6, "seed": 42, "num_ctx": 8192}
+
+
+@dataclass(kw_only=True)
+class Context:
+    """How a run is executed; passed to every invocation, never checkpointed."""
+
+    model: str = "llama3.1:8b"
+    ollama_host: str = field(default_factory=default_ollama_host)
+    timeout_s: float = 120.0
+    """Per model call; ChatOllama waits forever by default."""
+    retries: int = 4
+    """Retries of transient errors (connection, timeout, 5xx, 429) per model call."""
+    retry_budget_s: float = 60.0
+    """All retries of one call end within this many seconds."""
+    keep_alive: str = "5m"
+    model_options: dict[str, Any] = field(default_factory=default_model_options)
+    """Ollama options (`num_ctx`, `temperature`, `seed`, ...), passed through."""
+    reasoning: bool | None = None
+    """Ask thinking models to think (`think`); thinking is logged, never reflected."""
+    max_steps_per_cycle: int = 10
+    max_tool_calls_per_cycle: int = 20
+    max_nudges: int = 2
+    tool_output_chars: int = 8000
+    memory_value_chars: int = 50_000
+    output_reserve_tokens: int = 1024
+    """Tokens of `num_ctx` kept free for the answer when the prompt is trimmed."""
+    user_turn: str = "Cycle {cycle} begins."
+    """Each cycle's opening user turn (some models answer nothing without one)."""
+    similarity_enabled: bool = True
+    embedding_model: str | None = None
+    similarity_moderate: float = 0.7
+    similarity_high: float = 0.8
+    data_dir: str = ""
+    """Data directory; empty means `CONTREACT_HOME` or `./runs`."""
+    storage_url: str = ""
+    """Database URL; empty means the SQLite file in the data directory."""
+
+    @cached_property
+    def storage(self) -> Storage:
+        """Where this run's data lives."""
+        return resolve_storage(self.data_dir or None, self.storage_url or None)
+
+    @property
+    def num_ctx(self) -> int:
+        """The context window asked of Ollama."""
+        return int(self.model_options.get("num_ctx") or default_model_options()["num_ctx"])

@@ -1,0 +1,80 @@
+"""assemble: open the cycle if it has not started, and fit the next prompt into `num_ctx`.
+
+The prompt itself is rendered from the state by `nodes.prompts.build_prompt`; this node
+decides what the state holds when it is rendered. When the prompt would exceed `num_ctx`
+minus the output reserve, the oldest turns of the current cycle go first (a tool-call
+message and its results go together; the system message and the cycle's opening turn
+stay), then the oldest reflections. Each trim is logged as CONTEXT_TRIM.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import HumanMessage, RemoveMessage
+from langgraph.runtime import Runtime
+
+from checkpoints.cycles import reflections
+from checkpoints.events import Event
+from graph.state import AgentState, Context
+from nodes.budgets import tools_offered
+from nodes.context_budget import estimate_tokens, fit_reflections, plan_trim
+from nodes.prompts import opening_turn, reflections_section, system_text
+from nodes.session import engine_of, ledger_of, step_key
+from tools.registry import TOOL_SCHEMAS
+
+TOOLS_TOKENS = estimate_tokens(json.dumps(TOOL_SCHEMAS))
+"""What the tool definitions cost in the prompt (Ollama renders them into it)."""
+
+
+def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Open the cycle (first step) or trim the cycle to the context budget (later steps)."""
+    ctx = runtime.context
+    ledger = ledger_of(state, ctx)
+    cycle = state.cycle
+    update: dict[str, Any] = {}
+    messages = list(state.messages)
+    if not messages:
+        text = opening_turn(ctx.user_turn, cycle, state.task)
+        ledger.emit(
+            Event(
+                "RUN_START",
+                cycle,
+                "run:start",
+                {"model": ctx.model, "host": ctx.ollama_host, "last_cycle": state.last_cycle,
+                 "task": state.task, "options": ctx.model_options},
+            ),
+            Event("CYCLE_START", cycle, f"c{cycle}:start", {"opening": text, "advisory": state.advisory}),
+        )
+        messages = [HumanMessage(content=text, id=f"c{cycle}-open")]
+        update["messages"] = messages
+
+    earlier = reflections(engine_of(ctx), ledger.run_id, before=cycle)
+    budget = ctx.num_ctx - ctx.output_reserve_tokens
+    fixed = estimate_tokens(system_text([], advisory=state.advisory, task=state.task))
+    if tools_offered(state.stats, ctx):
+        fixed += TOOLS_TOKENS
+    per_reflection = [estimate_tokens(reflections_section([r])) for r in earlier]
+    trim = plan_trim(messages, fixed + sum(per_reflection), budget)
+    omitted = 0
+    if not trim.fits:
+        kept = trim.tokens_after - fixed - sum(per_reflection)
+        omitted = fit_reflections(per_reflection, budget - fixed - kept)
+    update["reflections_from"] = earlier[omitted][0] if omitted < len(earlier) else cycle
+    if trim.dropped or omitted:
+        step = state.stats["steps"]
+        ledger.emit(
+            Event(
+                "CONTEXT_TRIM",
+                cycle,
+                step_key(cycle, step, "trim"),
+                {"step": step, "dropped_messages": len(trim.dropped),
+                 "reflections_omitted": omitted, "tokens_before": trim.tokens_before,
+                 "tokens_after": trim.tokens_after, "budget": budget, "fits": trim.fits},
+            )
+        )
+        if trim.dropped:
+            update["messages"] = [RemoveMessage(id=str(messages[i].id)) for i in trim.dropped]
+        update["stats"] = {**state.stats, "trims": state.stats["trims"] + 1}
+    return update

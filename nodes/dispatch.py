@@ -1,0 +1,132 @@
+"""dispatch: run the parsed calls in order and answer each with one tool result.
+
+Every call counts against the cycle's tool budget, refused and invalid ones too. A call
+the parser rejected, a call over budget and the third identical call are answered with
+corrective text instead of being run. Each call is journaled under a key built from
+(cycle, step, call index), in the transaction that applies its memory change, so a crash
+between here and the next checkpoint neither loses nor doubles a write.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.runtime import Runtime
+from sqlalchemy import Connection, select
+
+from checkpoints.db import events
+from checkpoints.events import Event
+from checkpoints.journal import Ledger
+from graph.state import AgentState, Context, CycleStats, PendingCall
+from nodes.budgets import refusal, truncate_output
+from nodes.session import ledger_of, step_key
+from nodes.toolcalls import ParsedCall, call_signature
+from tools.memory import ToolSession
+from tools.operator import ask_operator
+from tools.registry import MEMORY_TOOLS, OPERATOR_TOOL, ToolResult, run_tool
+
+
+def _seconds_since(conn: Connection, run_id: str, key: str) -> float | None:
+    """Seconds since the event `key` was logged (how long the operator took to answer)."""
+    stamp = conn.execute(
+        select(events.c.timestamp).where(events.c.run_id == run_id, events.c.key == key)
+    ).scalar_one_or_none()
+    if stamp is None:
+        return None
+    asked = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    return round((datetime.now(asked.tzinfo) - asked).total_seconds(), 3)
+
+
+def _tally(stats: CycleStats, call: PendingCall, result: dict[str, Any], repeated: bool) -> CycleStats:
+    name, ran, failed = call["name"], bool(result["ran"]), bool(result["error"])
+    by_name = dict(stats["tool_calls_by_name"])
+    by_name[name] = by_name.get(name, 0) + 1
+    memory_op = ran and name in MEMORY_TOOLS
+    wrote = memory_op and name == "write" and not failed
+    return {
+        **stats,
+        "tool_calls": stats["tool_calls"] + 1,
+        "tool_calls_by_name": by_name,
+        "errors": stats["errors"] + int(failed),
+        "repeated_calls": stats["repeated_calls"] + int(repeated),
+        "memory_ops_total": stats["memory_ops_total"] + int(memory_op),
+        "memory_write_chars": stats["memory_write_chars"]
+        + (len(str(call["args"].get("value", ""))) if wrote else 0),
+        "messages_to_operator": stats["messages_to_operator"]
+        + int(ran and name == OPERATOR_TOOL and not failed),
+    }
+
+
+def _run_call(
+    ledger: Ledger, ctx: Context, cycle: int, step: int, key: str, call: PendingCall, refused: str | None
+) -> dict[str, Any]:
+    """Run (or refuse) one call inside the journal transaction that records it."""
+
+    def act(conn: Connection) -> tuple[dict[str, Any], list[Event]]:
+        started = time.monotonic()
+        session = ToolSession(
+            run_id=ledger.run_id, conn=conn, memory_value_chars=ctx.memory_value_chars, cycle=cycle
+        )
+        outcome = ToolResult(refused, True) if refused else run_tool(call["name"], call["args"], session)
+        output = truncate_output(outcome.output, ctx.tool_output_chars)
+        batch = [
+            Event(
+                "TOOL_CALL",
+                cycle,
+                key,
+                {"step": step, "call_id": call["id"], "tool_name": call["name"],
+                 "parameters": call["args"], "output": output, "error": outcome.error,
+                 "refused": refused is not None, "truncated": output != outcome.output,
+                 "duration_s": round(time.monotonic() - started, 4)},
+            )
+        ]
+        if session.details:
+            waited = _seconds_since(conn, ledger.run_id, step_key(cycle, step, "llm"))
+            batch.append(
+                Event("OPERATOR_MESSAGE", cycle, f"{key}:operator",
+                      {"step": step, **session.details, "wait_s": waited})
+            )
+        return {"output": output, "error": outcome.error, "ran": refused is None}, batch
+
+    return ledger.commit(key, cycle, act)
+
+
+def dispatch(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Run the pending calls; return one ToolMessage per call and the updated counters."""
+    ctx = runtime.context
+    ledger = ledger_of(state, ctx)
+    last = state.messages[-1] if state.messages else None
+    if not isinstance(last, AIMessage) or not state.pending:
+        raise RuntimeError("dispatch expects pending calls from the model's last message")
+    cycle, step = state.cycle, state.stats["steps"] - 1
+    stats, counts = state.stats, dict(state.call_counts)
+    replies: list[ToolMessage] = []
+
+    for index, call in enumerate(state.pending):
+        signature = call_signature(ParsedCall(name=call["name"], args=call["args"]))
+        refused = None if call["error"] else refusal(signature, stats["tool_calls"], counts, ctx)
+        refused_text = call["error"] or (refused.text if refused else None)
+        key = step_key(cycle, step, f"t{index}")
+        result = ledger.recall(key)
+        if result is Ledger.MISSING:
+            result = _run_call(ledger, ctx, cycle, step, key, call, refused_text)
+        elif call["name"] == OPERATOR_TOOL and refused_text is None:
+            # Already answered and journaled; still pass the interrupt so that later
+            # operator calls in this message are paired with their own replies.
+            ask_operator(ledger.run_id, cycle, str(call["args"].get("message", "")))
+        stats = _tally(stats, call, result, repeated=refused is not None and refused.kind == "repeated")
+        if call["error"] is None:
+            counts[signature] = counts.get(signature, 0) + 1
+        replies.append(
+            ToolMessage(
+                content=result["output"],
+                tool_call_id=call["id"],
+                name=call["name"],
+                id=f"{call['id']}-result",
+                status="error" if result["error"] else "success",
+            )
+        )
+    return {"messages": replies, "stats": stats, "call_counts": counts, "pending": [], "outcome": ""}

@@ -1,0 +1,181 @@
+"""invoke: one model call through ChatOllama, journaled so a crash never repeats it.
+
+The call's result is recorded with its LLM_INVOCATION event before the node returns; if
+the process dies before the checkpoint, the re-run node reads the recorded answer instead
+of asking the model again, so state, log and memory cannot disagree. Tools are bound
+unless the cycle's budget withdrew them, which forces a final answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
+from langgraph.runtime import Runtime
+
+from checkpoints.cycles import reflections
+from checkpoints.events import Event, count_events
+from checkpoints.journal import Ledger
+from graph.state import AgentState, Context
+from nodes.budgets import tools_offered
+from nodes.ollama_client import (
+    ModelCallError,
+    RetryPolicy,
+    chat_client,
+    classify,
+    is_empty_stream,
+    is_server_tool_parse_error,
+    with_retries,
+)
+from nodes.prompts import build_prompt
+from nodes.session import engine_of, ledger_of, step_key
+from tools.registry import TOOL_SCHEMAS
+
+log = logging.getLogger("contreact")
+
+
+def wire_message(message: BaseMessage) -> dict[str, Any]:
+    """A message as logged: role, content, and tool calls or the call it answers."""
+    out: dict[str, Any] = {"role": message.type, "content": message.content}
+    calls = getattr(message, "tool_calls", None)
+    if calls:
+        out["tool_calls"] = [{"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in calls]
+    call_id = getattr(message, "tool_call_id", None)
+    if call_id:
+        out["tool_call_id"] = call_id
+    return out
+
+
+def new_since_last_call(prompt: Sequence[BaseMessage], step: int) -> list[BaseMessage]:
+    """What this call sends that the previous one did not (all of it on a cycle's first step)."""
+    if step == 0:
+        return list(prompt)
+    last_ai = max((i for i, m in enumerate(prompt) if isinstance(m, AIMessage)), default=0)
+    return list(prompt[last_ai + 1 :])
+
+
+def _call_model(ctx: Context, prompt: list[BaseMessage], with_tools: bool) -> dict[str, Any]:
+    client = chat_client(ctx.model, ctx.ollama_host, ctx.timeout_s, ctx.keep_alive, ctx.reasoning)
+    runnable: Any = client.bind_tools(TOOL_SCHEMAS) if with_tools else client
+
+    def once() -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            reply = runnable.invoke(prompt, options=ctx.model_options)
+        except Exception as exc:
+            # Not server faults: the model's output was unusable. The parse node turns
+            # these into a corrective turn or a nudge instead of a failed run.
+            if is_server_tool_parse_error(exc):
+                return {"content": "", "tool_calls": [], "server_parse_error": str(exc)}
+            if is_empty_stream(exc):
+                return {"content": "", "tool_calls": [], "done_reason": "load"}
+            raise
+        meta = reply.response_metadata or {}
+        return {
+            "content": reply.content if isinstance(reply.content, str) else str(reply.content),
+            "tool_calls": [{"name": c["name"], "args": c["args"]} for c in reply.tool_calls],
+            "thinking": reply.additional_kwargs.get("reasoning_content", ""),
+            "done_reason": meta.get("done_reason"),
+            "tokens_in": int(meta.get("prompt_eval_count") or 0),
+            "tokens_out": int(meta.get("eval_count") or 0),
+            "seconds": round(time.monotonic() - started, 4),
+        }
+
+    policy = RetryPolicy(retries=ctx.retries, budget_s=ctx.retry_budget_s)
+
+    def on_retry(attempt: int, error: ModelCallError, wait: float) -> None:
+        log.warning("%s; retry %d/%d in %.1f s", error.message, attempt, ctx.retries, wait)
+
+    result, failures = with_retries(
+        once,
+        policy,
+        lambda exc: classify(exc, model=ctx.model, host=ctx.ollama_host, timeout_s=ctx.timeout_s),
+        on_retry,
+    )
+    result["retries"] = failures
+    return result
+
+
+def ai_message(record: dict[str, Any], cycle: int, step: int) -> AIMessage:
+    """The AIMessage a recorded call stands for, with ids fixed by cycle and step."""
+    calls = [
+        {"name": c["name"], "args": c["args"], "id": f"c{cycle}-s{step}-t{i}", "type": "tool_call"}
+        for i, c in enumerate(record.get("tool_calls") or [])
+    ]
+    metadata = {k: record[k] for k in ("done_reason", "server_parse_error") if record.get(k)}
+    return AIMessage(
+        content=record.get("content") or "",
+        tool_calls=calls,
+        id=f"c{cycle}-ai-{step}",
+        response_metadata=metadata,
+    )
+
+
+def invoke(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Call the model on the assembled prompt (or replay the journaled answer)."""
+    ctx = runtime.context
+    ledger = ledger_of(state, ctx)
+    cycle, step = state.cycle, state.stats["steps"]
+    key = step_key(cycle, step, "llm")
+    record = ledger.recall(key)
+    if record is Ledger.MISSING:
+        record = _invoke_and_record(state, ctx, ledger, key)
+    message = ai_message(record, cycle, step)
+    stats = state.stats
+    return {
+        "messages": [message],
+        "stats": {
+            **stats,
+            "steps": stats["steps"] + 1,
+            "tokens_in": stats["tokens_in"] + int(record.get("tokens_in") or 0),
+            "tokens_out": stats["tokens_out"] + int(record.get("tokens_out") or 0),
+            "model_seconds": round(stats["model_seconds"] + float(record.get("seconds") or 0), 4),
+            "response_chars": stats["response_chars"] + len(record.get("content") or ""),
+        },
+    }
+
+
+def _invoke_and_record(state: AgentState, ctx: Context, ledger: Ledger, key: str) -> dict[str, Any]:
+    cycle, step = state.cycle, state.stats["steps"]
+    earlier = reflections(engine_of(ctx), ledger.run_id, before=cycle)
+    messages: Sequence[AnyMessage] = state.messages
+    prompt = build_prompt(
+        earlier, messages, first_cycle=state.reflections_from, advisory=state.advisory, task=state.task
+    )
+    with_tools = tools_offered(state.stats, ctx)
+    try:
+        record = _call_model(ctx, prompt, with_tools)
+    except ModelCallError as error:
+        n = count_events(ledger.engine, ledger.run_id, step_key(cycle, step, "error:"))
+        ledger.emit(
+            Event(
+                "ERROR",
+                cycle,
+                step_key(cycle, step, f"error:{n}"),
+                {"step": step, "kind": error.kind, "message": error.message,
+                 "attempts": error.attempts, "model": ctx.model, "host": ctx.ollama_host},
+            )
+        )
+        raise
+    record["tools_offered"] = with_tools
+    payload = {
+        "step": step,
+        "new_messages": [wire_message(m) for m in new_since_last_call(prompt, step)],
+        "response": {
+            "content": record["content"],
+            "tool_calls": record["tool_calls"],
+            "thinking": record.get("thinking") or "",
+        },
+        "tokens_in": record.get("tokens_in", 0),
+        "tokens_out": record.get("tokens_out", 0),
+        "duration_s": record.get("seconds", 0.0),
+        "done_reason": record.get("done_reason"),
+        "server_parse_error": record.get("server_parse_error"),
+        "retries": record["retries"],
+        "options": {"model": ctx.model, "host": ctx.ollama_host, "tools_offered": with_tools,
+                    "think": ctx.reasoning, "keep_alive": ctx.keep_alive, **ctx.model_options},
+    }
+    return ledger.commit(key, cycle, lambda _conn: (record, [Event("LLM_INVOCATION", cycle, key, payload)]))

@@ -1,0 +1,180 @@
+"""Talking to Ollama: the ChatOllama client, error classes, and retries with backoff.
+
+ChatOllama streams by default, waits forever by default and never retries. Local
+servers drop connections while loading a model, answer 5xx under memory pressure, and
+send an error line in the middle of a stream; those are retried with exponential backoff
+and jitter. Permanent errors (model missing, bad request, auth) are not: the run stops
+with a one-line reason naming the model and host, its checkpoint intact for `resume`.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+import httpx
+import ollama
+from langchain_ollama import ChatOllama
+
+T = TypeVar("T")
+
+ErrorKind = Literal[
+    "rate_limited",
+    "timeout",
+    "connection",
+    "server",
+    "context_too_long",
+    "model_missing",
+    "bad_request",
+    "auth",
+    "unknown",
+]
+
+TRANSIENT: frozenset[ErrorKind] = frozenset({"rate_limited", "timeout", "connection", "server"})
+SERVER_TOOL_PARSE_ERROR = "error parsing tool call"
+
+
+@dataclass
+class ModelCallError(Exception):
+    """A model call that failed, classified, with a one-line explanation."""
+
+    kind: ErrorKind
+    message: str
+    attempts: int = 1
+
+    def __str__(self) -> str:
+        return self.message
+
+    @property
+    def transient(self) -> bool:
+        """Whether retrying could help."""
+        return self.kind in TRANSIENT
+
+
+def classify(exc: BaseException, *, model: str, host: str, timeout_s: float) -> ModelCallError:
+    """Map a client exception to an error class and a one-line message."""
+    if isinstance(exc, ModelCallError):
+        return exc
+    if isinstance(exc, httpx.TimeoutException):
+        return ModelCallError(
+            "timeout", f"Ollama at {host} did not answer within {timeout_s:g} s (model {model})"
+        )
+    if isinstance(exc, httpx.ConnectError | ConnectionError):
+        return ModelCallError(
+            "connection", f"cannot reach Ollama at {host} ({_first_line(exc)}); is `ollama serve` running?"
+        )
+    if isinstance(exc, httpx.TransportError):
+        return ModelCallError(
+            "connection", f"connection to Ollama at {host} broke: {_first_line(exc)}"
+        )
+    if isinstance(exc, ollama.ResponseError):
+        status, text = exc.status_code, _first_line(exc.error)
+        lowered = text.lower()
+        if status == 404 or "not found" in lowered and "model" in lowered:
+            return ModelCallError(
+                "model_missing",
+                f"model {model!r} not found on Ollama at {host} (try `ollama pull {model}`)",
+            )
+        if "context" in lowered and ("length" in lowered or "exceed" in lowered):
+            return ModelCallError(
+                "context_too_long", f"prompt too long for model {model!r} at {host}: {text}"
+            )
+        if status == 429:
+            return ModelCallError("rate_limited", f"Ollama at {host} is rate limiting: {text}")
+        if status in (401, 403):
+            return ModelCallError("auth", f"Ollama at {host} refused access (HTTP {status}): {text}")
+        if status == -1 or status >= 500:
+            where = "mid-stream error" if status == -1 else f"HTTP {status}"
+            return ModelCallError("server", f"Ollama at {host} failed ({where}) for model {model!r}: {text}")
+        return ModelCallError(
+            "bad_request", f"Ollama at {host} rejected the request for model {model!r} (HTTP {status}): {text}"
+        )
+    return ModelCallError(
+        "unknown", f"model call to {model!r} at {host} failed: {type(exc).__name__}: {_first_line(exc)}"
+    )
+
+
+def _first_line(value: object) -> str:
+    text = str(value).strip()
+    return text.splitlines()[0] if text else "no detail"
+
+
+def is_server_tool_parse_error(exc: BaseException) -> bool:
+    """Ollama's own tool-call parser failed: the model's output was malformed, not the server."""
+    return isinstance(exc, ollama.ResponseError) and SERVER_TOOL_PARSE_ERROR in str(exc.error)
+
+
+def is_empty_stream(exc: BaseException) -> bool:
+    """ChatOllama raises this when Ollama only sent `done_reason: load` chunks."""
+    return isinstance(exc, ValueError) and "No data received" in str(exc)
+
+
+@dataclass
+class RetryPolicy:
+    """Exponential backoff with jitter: 1 s, 2 s, 4 s, ... capped, within a total budget."""
+
+    retries: int = 4
+    budget_s: float = 60.0
+    base_s: float = 1.0
+    cap_s: float = 16.0
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before retry number `attempt` (1-based)."""
+        raw = min(self.cap_s, self.base_s * 2 ** (attempt - 1))
+        return raw * (0.5 + self.rng.random() / 2)
+
+
+def with_retries(
+    call: Callable[[], T],
+    policy: RetryPolicy,
+    classify_error: Callable[[BaseException], ModelCallError],
+    on_retry: Callable[[int, ModelCallError, float], None] | None = None,
+) -> tuple[T, list[dict[str, Any]]]:
+    """Run `call`, retrying transient failures; returns the result and the failed attempts.
+
+    Raises:
+        ModelCallError: a permanent error, or the last transient one once retries are spent.
+    """
+    failures: list[dict[str, Any]] = []
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        try:
+            return call(), failures
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as ModelCallError
+            error = classify_error(exc)
+            attempt += 1
+            error.attempts = attempt
+            failures.append({"attempt": attempt, "kind": error.kind, "error": error.message})
+            if not error.transient or attempt > policy.retries:
+                raise error from exc
+            wait = policy.delay(attempt)
+            if time.monotonic() - started + wait > policy.budget_s:
+                raise error from exc
+            if on_retry:
+                on_retry(attempt, error, wait)
+            policy.sleep(wait)
+
+
+_clients: dict[tuple[Any, ...], ChatOllama] = {}
+
+
+def chat_client(model: str, host: str, timeout_s: float, keep_alive: str, reasoning: bool | None) -> ChatOllama:
+    """A ChatOllama for these settings (cached: it owns an HTTP connection pool)."""
+    key = (model, host, timeout_s, keep_alive, reasoning)
+    client = _clients.get(key)
+    if client is None:
+        client = ChatOllama(
+            model=model,
+            base_url=host,
+            keep_alive=keep_alive,
+            reasoning=reasoning,
+            client_kwargs={"timeout": timeout_s},
+        )
+        _clients[key] = client
+    return client

@@ -1,0 +1,84 @@
+"""parse: turn the model's message into tool calls, a final answer, or a corrective turn.
+
+The layered parser (`nodes.toolcalls`) decides what the text means; this node decides
+what the cycle does about it within its budgets: calls go to dispatch (text-format calls
+are attached to the assistant message as `tool_calls`, so every tool result follows its
+call), empty output gets a nudge (at most `max_nudges`), malformed output gets a
+corrective turn naming the valid tools, and a cycle out of steps closes, flagged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.runtime import Runtime
+
+from graph.state import AgentState, Context, PendingCall
+from nodes.budgets import steps_left
+from nodes.toolcalls import FinalAnswer, NoAnswer, ToolCalls, parse_response, server_parse_error
+from tools.registry import PARAMETER_SCHEMAS
+
+
+def _close(text: str, *flags: str) -> dict[str, Any]:
+    """End the cycle with `text` as its reflection; an empty one is flagged."""
+    marks = list(flags)
+    if not text:
+        marks.append("empty_reflection")
+    return {"outcome": "final", "final_text": text, "flags": marks, "pending": []}
+
+
+def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Classify the last model message and route the cycle accordingly."""
+    ctx = runtime.context
+    message = state.messages[-1] if state.messages else None
+    if not isinstance(message, AIMessage):
+        raise RuntimeError(f"parse expects the model's message last, found {type(message).__name__}")
+    cycle, stats = state.cycle, state.stats
+    step = stats["steps"] - 1
+    server_error = message.response_metadata.get("server_parse_error")
+    content = message.content if isinstance(message.content, str) else str(message.content)
+    outcome = (
+        server_parse_error(str(server_error), PARAMETER_SCHEMAS)
+        if server_error
+        else parse_response(content, message.tool_calls, PARAMETER_SCHEMAS)
+    )
+    more_steps = steps_left(stats, ctx)
+
+    if isinstance(outcome, FinalAnswer):
+        return {"outcome": "final", "final_text": outcome.text, "pending": []}
+
+    if isinstance(outcome, ToolCalls):
+        if not more_steps:
+            return _close(outcome.text, "step_budget_exhausted")
+        pending = [
+            PendingCall(id=f"c{cycle}-s{step}-t{i}", name=c.name, args=c.args, error=c.error)
+            for i, c in enumerate(outcome.calls)
+        ]
+        update: dict[str, Any] = {"outcome": "calls", "pending": pending}
+        if outcome.layer != "native":
+            attached = [
+                {"name": p["name"], "args": p["args"], "id": p["id"], "type": "tool_call"}
+                for p in pending
+            ]
+            update["messages"] = [message.model_copy(update={"tool_calls": attached})]
+        return update
+
+    assert isinstance(outcome, NoAnswer)
+    if outcome.kind == "empty":
+        if stats["nudges"] < ctx.max_nudges and more_steps:
+            return {
+                "outcome": "retry",
+                "pending": [],
+                "messages": [HumanMessage(content=outcome.feedback, id=f"c{cycle}-s{step}-nudge")],
+                "stats": {**stats, "nudges": stats["nudges"] + 1},
+            }
+        return _close("", "nudges_exhausted" if more_steps else "step_budget_exhausted")
+    if more_steps:
+        return {
+            "outcome": "retry",
+            "pending": [],
+            "messages": [HumanMessage(content=outcome.feedback, id=f"c{cycle}-s{step}-fix")],
+            "stats": {**stats, "errors": stats["errors"] + 1},
+        }
+    return _close("", "malformed_output", "step_budget_exhausted")

@@ -1,0 +1,80 @@
+"""reflect: close the cycle — record its reflection and metrics, check for repetition,
+and start the next cycle or end the run.
+
+The cycle's record (reflection, metrics, similarity, advisory) commits in one
+transaction with its SIMILARITY, CYCLE_END (and RUN_END) events, keyed by the cycle
+number: a crash after it replays the recorded outcome instead of closing the cycle
+twice. The advisory goes into the next cycle's system prompt only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from sqlalchemy import Connection
+
+from checkpoints.cycles import CycleRecord, insert_cycle, reflections
+from checkpoints.events import Event
+from checkpoints.journal import Ledger
+from contreact.analysis.similarity import SimilarityReport, assess
+from graph.state import AgentState, Context, fresh_cycle
+from nodes.session import engine_of, ledger_of
+from tools.memory import count_keys
+
+
+def _similarity(state: AgentState, ctx: Context, ledger: Ledger) -> SimilarityReport | None:
+    if not ctx.similarity_enabled:
+        return None
+    earlier = reflections(engine_of(ctx), ledger.run_id, before=state.cycle)
+    return assess(
+        state.final_text,
+        earlier,
+        moderate=ctx.similarity_moderate,
+        high=ctx.similarity_high,
+        embedding_model=ctx.embedding_model,
+        host=ctx.ollama_host,
+        timeout_s=min(ctx.timeout_s, 30.0),
+    )
+
+
+def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Record the cycle's reflection; start the next cycle or complete the run."""
+    ctx = runtime.context
+    ledger = ledger_of(state, ctx)
+    cycle, text = state.cycle, state.final_text
+    key = f"c{cycle}:end"
+    record = ledger.recall(key)
+    if record is Ledger.MISSING:
+        report = _similarity(state, ctx, ledger)
+        last = cycle >= state.last_cycle
+
+        def act(conn: Connection) -> tuple[dict[str, Any], list[Event]]:
+            metrics: dict[str, Any] = {
+                **state.stats,
+                "reflection_chars": len(text),
+                "final_memory_keys": count_keys(conn, ledger.run_id),
+            }
+            advisory = report.advisory if report else None
+            insert_cycle(
+                conn,
+                ledger.run_id,
+                CycleRecord(cycle, text, metrics, list(state.flags),
+                            report.maximum if report else None, advisory),
+            )
+            batch: list[Event] = []
+            if report is not None:
+                batch.append(Event("SIMILARITY", cycle, f"c{cycle}:similarity", report.as_payload()))
+            batch.append(
+                Event("CYCLE_END", cycle, f"c{cycle}:end",
+                      {"final_reflection": text, "metrics": metrics, "flags": list(state.flags)})
+            )
+            if last:
+                batch.append(Event("RUN_END", cycle, f"c{cycle}:run-end",
+                                   {"status": "completed", "cycles": cycle}))
+            return {"advisory": advisory}, batch
+
+        record = ledger.commit(key, cycle, act)
+    if cycle >= state.last_cycle:
+        return {"status": "completed", "pending": [], "outcome": ""}
+    return fresh_cycle(cycle + 1, advisory=record["advisory"])
