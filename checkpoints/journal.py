@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, select
 
 from checkpoints.db import Storage, engine_for, insert_ignore, journal
+from checkpoints.failpoints import failpoint
 from checkpoints.events import Event, append_lines, insert_events
 
 T = TypeVar("T")
@@ -81,7 +82,10 @@ class Ledger:
                 },
             )
             lines = insert_events(conn, self.run_id, batch)
+            failpoint(f"before-commit:{key}")
+        failpoint(f"after-commit:{key}")
         append_lines(self.storage, self.run_id, lines)
+        failpoint(f"after-append:{key}")
         return result
 
     def emit(self, *batch: Event) -> None:

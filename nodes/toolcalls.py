@@ -23,6 +23,7 @@ cannot backtrack catastrophically.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -616,6 +617,7 @@ def _scan_json(text: str, schemas: ToolSchemas, *, in_tag: bool = False) -> list
         The calls and the unparsable attempts, in text order.
     """
     found: list[_Attempt] = []
+    code = [] if in_tag else _code_blocks(text)
     pos = 0
     while True:
         start = text.find("{", pos)
@@ -624,7 +626,7 @@ def _scan_json(text: str, schemas: ToolSchemas, *, in_tag: bool = False) -> list
         try:
             value, end = _DECODER.raw_decode(text, start)
         except (ValueError, RecursionError) as exc:
-            if _NAME_ATTEMPT.match(text, start):
+            if _NAME_ATTEMPT.match(text, start) and not _inside(start, code):
                 name_match = _NAME_VALUE.match(text, start)
                 name = name_match.group(1).strip() if name_match else ""
                 found.append(_broken(start, name, f"invalid JSON: {_json_error(exc)}"))
@@ -636,6 +638,38 @@ def _scan_json(text: str, schemas: ToolSchemas, *, in_tag: bool = False) -> list
             calls = [_broken(start, "", "the JSON object has no tool name")]
         found.extend(calls)
         pos = end
+
+
+_FENCE_LINE = re.compile(r"^[ \t]*```([^\r\n`]*)", re.MULTILINE)
+_JSON_FENCES = frozenset({"", "json", "jsonc", "json5", "jsonl", "tool_call", "tool_code"})
+
+
+def _code_blocks(text: str) -> list[tuple[int, int]]:
+    """Spans of fenced code blocks in a language other than JSON (ascending).
+
+    ``{"name": x, ...}`` in a Python snippet of a reflection is code, not a broken call;
+    only fragments outside such blocks count as failed call attempts.
+    """
+    spans: list[tuple[int, int]] = []
+    opening: re.Match[str] | None = None
+    for fence in _FENCE_LINE.finditer(text):
+        if opening is None:
+            opening = fence
+            continue
+        language = opening.group(1).strip().split(" ", 1)[0].lower()
+        if language not in _JSON_FENCES:
+            spans.append((opening.start(), fence.end()))
+        opening = None
+    if opening is not None:
+        language = opening.group(1).strip().split(" ", 1)[0].lower()
+        if language not in _JSON_FENCES:
+            spans.append((opening.start(), len(text)))
+    return spans
+
+
+def _inside(pos: int, spans: Sequence[tuple[int, int]]) -> bool:
+    index = bisect.bisect_right(spans, pos, key=lambda span: span[0]) - 1
+    return index >= 0 and spans[index][0] <= pos < spans[index][1]
 
 
 def _calls_in_value(

@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_ollama import ChatOllama, OllamaEmbeddings
 
 from contreact.stub import (
+    SCRIPTS_DIR,
     TOOL_PARSE_ERROR_MESSAGE,
     ChatRequest,
     LooperAgent,
@@ -359,6 +360,29 @@ def test_dropped_connection_raises_httpx_error_then_recovers(stub: StubServer, k
     assert llm.invoke(cycle_start(1)).content == "one two three four five six seven"
 
 
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("drop", httpx.RemoteProtocolError),
+        ("drop_midstream", httpx.RemoteProtocolError),
+        ("error_line", ollama.ResponseError),  # no "mid-stream" without a stream: a 500
+    ],
+)
+def test_faults_on_non_streamed_chat_and_on_embed(
+    stub: StubServer, kind: str, expected: type[Exception]
+) -> None:
+    client = ollama.Client(host=stub.url, timeout=5)
+    messages = [{"role": "user", "content": "Cycle 1 begins."}]
+    stub.add_faults({"kind": kind}, {"kind": kind, "path": "/api/embed"})
+    with pytest.raises(expected):
+        client.chat(model="stub-model", messages=messages, stream=False)
+    with pytest.raises(expected):
+        client.embed(model="stub-embed", input="hello")
+    assert client.chat(model="stub-model", messages=messages, stream=False).message.content
+    assert len(client.embed(model="stub-embed", input="hello").embeddings[0]) == 256
+    assert [r["fault"] for r in stub.requests(None)] == [kind, kind, None, None]
+
+
 def test_delay_beyond_timeout_is_a_read_timeout_and_short_delay_succeeds(stub: StubServer) -> None:
     llm = chat(stub, timeout=0.3)
     stub.add_faults({"kind": "delay", "seconds": 1.5})
@@ -533,7 +557,7 @@ def test_many_concurrent_clients_with_latency() -> None:
         def worker(cycle: int) -> None:
             try:
                 results[cycle] = str(llm.invoke(cycle_start(cycle)).content)
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 errors.append(exc)
 
         threads = [threading.Thread(target=worker, args=(c,)) for c in range(1, 33)]
@@ -581,6 +605,30 @@ def test_bundled_demo_scenario_and_yaml_scripts(tmp_path: Path) -> None:
     path.write_text("agent: scripted\nscirpt: {}\n")
     with pytest.raises(ValueError, match="scirpt"):
         load_scenario(path)
+
+
+def test_every_bundled_scenario_loads_and_text_tools_pass_through_verbatim() -> None:
+    names = sorted(p.stem for p in SCRIPTS_DIR.glob("*.yaml"))
+    assert {"demo", "looper", "text-tools", "empty", "flaky"} <= set(names)
+    for name in names:
+        load_scenario(name)
+    with StubServer.from_scenario("text-tools").start() as server:
+        llm = chat(server).bind_tools(TOOLS)
+        first = llm.invoke(cycle_start(1))
+        assert not first.tool_calls  # text-format calls are the client's job to parse
+        assert json.loads(str(first.content)) == {
+            "name": "write",
+            "arguments": {"key": "json-1", "value": "stored via a JSON object"},
+        }
+        react = llm.invoke([*cycle_start(3), AIMessage("x"), HumanMessage("go on")])
+        assert str(react.content).startswith("Action: send_message_to_operator:")
+    with StubServer.from_scenario("flaky").start() as server:
+        assert [f["kind"] for f in server.pending_faults()] == [
+            "http",
+            "error_line",
+            "drop",
+            "http",
+        ]
 
 
 def test_cli_prints_ready_serves_and_exits_on_sigterm(tmp_path: Path) -> None:

@@ -118,8 +118,16 @@ def test_corpus_case(case: dict[str, Any]) -> None:
         ("<think>a<think>b</think>c", "c", "a<think>b"),
         ("<thi<think>x</think>nk>done", "", "x\ndone"),
     ],
-    ids=["empty", "plain", "block", "case-multiline", "unclosed", "stray-close", "no-nesting",
-         "spliced-tag"],
+    ids=[
+        "empty",
+        "plain",
+        "block",
+        "case-multiline",
+        "unclosed",
+        "stray-close",
+        "no-nesting",
+        "spliced-tag",
+    ],
 )
 def test_strip_thinking(text: str, visible: str, thinking: str) -> None:
     assert strip_thinking(text) == (visible, thinking)
@@ -182,8 +190,14 @@ def test_coerce_arguments_generic_schema_features() -> None:
         },
         "additionalProperties": True,
     }
-    args = {"tags": '["x"]', "meta": '{"k": 1}', "mode": "a", "maybe": "3", "free": {"z": 1},
-            "other": 1}
+    args = {
+        "tags": '["x"]',
+        "meta": '{"k": 1}',
+        "mode": "a",
+        "maybe": "3",
+        "free": {"z": 1},
+        "other": 1,
+    }
     assert coerce_arguments(args, schema) == (
         {"tags": ["x"], "meta": {"k": 1}, "mode": "a", "maybe": 3, "free": {"z": 1}, "other": 1},
         None,
@@ -227,7 +241,7 @@ def test_feedback_texts() -> None:
 
 
 def test_server_parse_error() -> None:
-    message = "error parsing tool call: raw='{\"name\": \"write\", \"argu', err=unexpected end"
+    message = 'error parsing tool call: raw=\'{"name": "write", "argu\', err=unexpected end'
     result = server_parse_error(message, SCHEMAS)
     assert isinstance(result, NoAnswer)
     assert result.kind == "malformed"
@@ -269,7 +283,7 @@ ADVERSARIAL = {
     "tool-call-tags": "<tool_call>" * 5_000,
     "function-tags": "<tool_call>" + "<function=write><parameter=key>" * 2_000,
     "quotes": '"' * 50_000,
-    "backslashes": "{\"name\": \"" + "\\" * 50_000,
+    "backslashes": '{"name": "' + "\\" * 50_000,
     "crlf": "\r\n" * 25_000,
 }
 
@@ -293,8 +307,9 @@ JSON_SCALARS = (
 )
 JSON_VALUES = st.recursive(
     JSON_SCALARS,
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
     max_leaves=20,
 )
 TOOL_NAMES = st.sampled_from([*REAL_TOOLS, "set_timer"]) | st.text(max_size=12)
@@ -305,10 +320,30 @@ CALL_OBJECTS = st.fixed_dictionaries(
 FRAGMENTS = st.one_of(
     st.text(max_size=40),
     st.sampled_from(
-        ["<think>", "</think>", "<thinking>", "</THINK>", "<tool_call>", "</tool_call>",
-         "```json\n", "```", "Action: ", "Action Input: ", "Final Answer: ", "Thought: ",
-         "\n", "\r\n", "{", "}", '{"name": ', "[", "]", '"', "<function=read>",
-         "<parameter=key>"]
+        [
+            "<think>",
+            "</think>",
+            "<thinking>",
+            "</THINK>",
+            "<tool_call>",
+            "</tool_call>",
+            "```json\n",
+            "```",
+            "Action: ",
+            "Action Input: ",
+            "Final Answer: ",
+            "Thought: ",
+            "\n",
+            "\r\n",
+            "{",
+            "}",
+            '{"name": ',
+            "[",
+            "]",
+            '"',
+            "<function=read>",
+            "<parameter=key>",
+        ]
     ),
     JSON_VALUES.map(json.dumps),
     CALL_OBJECTS.map(json.dumps),
@@ -363,8 +398,18 @@ def test_property_embedded_json_tags_and_markers(text: str) -> None:
 
 
 @PROPERTY_SETTINGS
-@given(JSON_VALUES, st.sampled_from(["{}", "```json\n{}\n```", "<tool_call>{}</tool_call>",
-                                     "Action: write\nAction Input: {}", "note {} end"]))
+@given(
+    JSON_VALUES,
+    st.sampled_from(
+        [
+            "{}",
+            "```json\n{}\n```",
+            "<tool_call>{}</tool_call>",
+            "Action: write\nAction Input: {}",
+            "note {} end",
+        ]
+    ),
+)
 def test_property_json_in_wrappers(value: Any, wrapper: str) -> None:
     _check_outcome(parse_response(wrapper.replace("{}", json.dumps(value)), [], SCHEMAS))
 

@@ -129,7 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.stub._track(self.connection, add=False)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s - %s", self.address_string(), format % args)
 
     # -- helpers -------------------------------------------------------------------
@@ -171,7 +171,9 @@ class _Handler(BaseHTTPRequestHandler):
     # -- verbs ---------------------------------------------------------------------
 
     def _dispatch(self, method: str) -> None:
-        body = self.read_body() if method in ("POST", "DELETE") else b""
+        # Read any body whatever the verb: unread bytes would corrupt the next request
+        # on this keep-alive connection.
+        body = self.read_body()
         try:
             self.stub._route(self, method, body)
         except OSError:
@@ -179,16 +181,20 @@ class _Handler(BaseHTTPRequestHandler):
             # shut the socket down under a sleeping handler.
             self.close_connection = True
 
-    def do_GET(self) -> None:  # noqa: D102
+    def do_GET(self) -> None:
+        """Serve one GET request."""
         self._dispatch("GET")
 
-    def do_HEAD(self) -> None:  # noqa: D102
+    def do_HEAD(self) -> None:
+        """Serve one HEAD request."""
         self._dispatch("HEAD")
 
-    def do_POST(self) -> None:  # noqa: D102
+    def do_POST(self) -> None:
+        """Serve one POST request."""
         self._dispatch("POST")
 
-    def do_DELETE(self) -> None:  # noqa: D102
+    def do_DELETE(self) -> None:
+        """Serve one DELETE request."""
         self._dispatch("DELETE")
 
 
@@ -529,7 +535,7 @@ class StubServer:
                     reply = self.agent.respond(req)
                 except ValueError as exc:
                     status, error = 400, str(exc)
-                except Exception as exc:  # noqa: BLE001 - a broken agent is a 500, not a crash
+                except Exception as exc:  # a broken agent is a 500, not a crash
                     log.exception("stub agent failed")
                     status, error = 500, f"stub agent failed: {exc!r}"
         self._record(path, body, fault, self._planned_status(fault, status, stream))
