@@ -1,0 +1,1 @@
+"""Persistence: database engines, checkpointer factory, run registry, events, journal."""

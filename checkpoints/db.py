@@ -202,6 +202,7 @@ def insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> boo
 
     This is the idempotency primitive: every side effect's record is keyed by
     checkpointed counters, so a node re-run after a crash inserts nothing twice.
+    (RETURNING, not rowcount: psycopg reports 1 for a conflicting DO NOTHING.)
     """
     dialect = conn.dialect.name
     if dialect == "sqlite":
@@ -210,7 +211,8 @@ def insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> boo
         stmt = postgresql.insert(table).values(**values).on_conflict_do_nothing()
     else:  # pragma: no cover - only the two supported backends reach here
         raise RuntimeError(f"unsupported database dialect {dialect}")
-    return bool(conn.execute(stmt).rowcount)
+    marker = next(iter(table.primary_key.columns))
+    return conn.execute(stmt.returning(marker)).first() is not None
 
 
 def upsert(conn: Connection, table: Table, values: dict[str, Any], keys: list[str]) -> None:

@@ -94,7 +94,9 @@ def append_lines(storage: Storage, run_id: str, lines: Sequence[dict[str, Any]])
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
-def read_events(engine: Engine, run_id: str, *, upto_cycle: int | None = None) -> list[dict[str, Any]]:
+def read_events(
+    engine: Engine, run_id: str, *, upto_cycle: int | None = None
+) -> list[dict[str, Any]]:
     """A run's events in the order they were first committed, as JSONL-shaped dicts."""
     query = select(events).where(events.c.run_id == run_id).order_by(events.c.id)
     if upto_cycle is not None:

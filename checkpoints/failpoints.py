@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import signal
 
-_ARMED = frozenset(p.strip() for p in os.environ.get("CONTREACT_FAILPOINTS", "").split(",") if p.strip())
+_ARMED = frozenset(
+    p.strip() for p in os.environ.get("CONTREACT_FAILPOINTS", "").split(",") if p.strip()
+)
 
 
 def failpoint(name: str) -> None:

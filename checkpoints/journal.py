@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, select
 
 from checkpoints.db import Storage, engine_for, insert_ignore, journal
-from checkpoints.failpoints import failpoint
 from checkpoints.events import Event, append_lines, insert_events
+from checkpoints.failpoints import failpoint
 
 T = TypeVar("T")
 
@@ -54,7 +54,7 @@ class Ledger:
         """Run `act` once for `key`: a re-run returns the recorded result."""
         found = self.recall(key)
         if found is not _MISSING:
-            return found  # type: ignore[no-any-return]
+            return found
         return self.commit(key, cycle, act)
 
     def commit(

@@ -79,7 +79,9 @@ def guarded(action: Callable[[], T]) -> T:
     except RunNotFoundError as exc:
         fail(f"no run named {exc} in {storage().data_dir} (see `contreact list`)", 2)
     except RunAlreadyCompletedError as exc:
-        fail(f"run {exc} is already completed; extend it with `contreact resume {exc} --cycles N`", 2)
+        fail(
+            f"run {exc} is already completed; extend it with `contreact resume {exc} --cycles N`", 2
+        )
     except OperatorUnavailableError as exc:
         fail(str(exc), 2)
     except KeyboardInterrupt:
@@ -118,12 +120,16 @@ def finish(outcome: RunOutcome) -> NoReturn:
 @app.callback()
 def main_options(
     data_dir: Annotated[
-        str | None, typer.Option("--data-dir", help="Data directory (default: $CONTREACT_HOME or ./runs).")
+        str | None,
+        typer.Option("--data-dir", help="Data directory (default: $CONTREACT_HOME or ./runs)."),
     ] = None,
     db_url: Annotated[
-        str | None, typer.Option("--db-url", envvar="CONTREACT_DB_URL", help="Database URL (PostgreSQL).")
+        str | None,
+        typer.Option("--db-url", envvar="CONTREACT_DB_URL", help="Database URL (PostgreSQL)."),
     ] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks and retry warnings.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks and retry warnings.")
+    ] = False,
 ) -> None:
     """Continuous ReAct agents on local Ollama models."""
     OPTIONS.data_dir, OPTIONS.db_url, OPTIONS.debug = data_dir, db_url, debug
@@ -137,14 +143,20 @@ def run(
     cycles: Annotated[int | None, typer.Option(help="Override the number of cycles.")] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Override the run id.")] = None,
     host: Annotated[str | None, typer.Option(help="Override the Ollama host.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only reflections and the outcome.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Only reflections and the outcome.")
+    ] = False,
 ) -> None:
     """Start a new run from CONFIG."""
 
     def body() -> NoReturn:
-        cfg = load_config(config, {"model": model, "cycles": cycles, "run_id": run_id, "host": host})
+        cfg = load_config(
+            config, {"model": model, "cycles": cycles, "run_id": run_id, "host": host}
+        )
         where = storage(cfg.storage.data_dir, cfg.storage.url)
-        finish(start_run(cfg, where, progress=LineProgress(quiet=quiet), ask_operator=ask_on_terminal))
+        finish(
+            start_run(cfg, where, progress=LineProgress(quiet=quiet), ask_operator=ask_on_terminal)
+        )
 
     guarded(body)
 
@@ -218,15 +230,23 @@ def status(
 
 
 @app.command(name="list")
-def list_(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+def list_(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
     """List all runs."""
 
     def body() -> None:
         engine = engine_for(storage())
-        rows = [
-            {"run_id": r.run_id, "status": r.status, "model": r.model,
-             "cycles": int(r.config.get("cycles", 0)), "created_at": r.created_at,
-             "updated_at": r.updated_at, "reason": r.reason}
+        rows: list[dict[str, Any]] = [
+            {
+                "run_id": r.run_id,
+                "status": r.status,
+                "model": r.model,
+                "cycles": int(r.config.get("cycles", 0)),
+                "created_at": r.created_at,
+                "updated_at": r.updated_at,
+                "reason": r.reason,
+            }
             for r in list_runs(engine)
         ]
         if as_json:
@@ -237,7 +257,9 @@ def list_(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable
             return
         table = Table("run", "status", "model", "cycles", "updated")
         for r in rows:
-            table.add_row(r["run_id"], r["status"], r["model"], str(r["cycles"]), r["updated_at"])
+            table.add_row(
+                *(str(r[k]) for k in ("run_id", "status", "model", "cycles", "updated_at"))
+            )
         out.print(table)
 
     guarded(body)
@@ -324,11 +346,17 @@ def demo(
                 "demo",
             )
             where = storage()
-            out.print(f"Demo: {cycles} cycles against the bundled stub at {server.url} "
-                      f"(data in {where.data_dir})", markup=False)
+            out.print(
+                f"Demo: {cycles} cycles against the bundled stub at {server.url} "
+                f"(data in {where.data_dir})",
+                markup=False,
+            )
             outcome = start_run(cfg, where, progress=LineProgress(quiet=quiet))
         if outcome.status == "completed":
-            out.print(f"Inspect it with: contreact show {name}   ·   contreact memory {name}", markup=False)
+            out.print(
+                f"Inspect it with: contreact show {name}   ·   contreact memory {name}",
+                markup=False,
+            )
         finish(outcome)
 
     guarded(body)

@@ -18,8 +18,7 @@ from checkpoints.registry import check_run_id
 from graph.state import Context, default_model_options
 
 DEFAULT_OPERATOR_REPLY = (
-    "This is an automatic reply: the operator is not available right now and has read "
-    "your message."
+    "This is an automatic reply: the operator is not available right now and has read your message."
 )
 
 
@@ -153,7 +152,11 @@ def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
         if model is None or not isinstance(part, str) or part not in model.model_fields:
             return None
         annotation = model.model_fields[part].annotation
-        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+        model = (
+            annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel)
+            else None
+        )
     return model
 
 
@@ -164,7 +167,9 @@ def _describe(error: Any) -> str:
         parent = _model_at(loc[:-1])
         hint = ""
         if parent is not None:
-            close = difflib.get_close_matches(str(loc[-1]), list(parent.model_fields), n=1, cutoff=0.5)
+            close = difflib.get_close_matches(
+                str(loc[-1]), list(parent.model_fields), n=1, cutoff=0.5
+            )
             if close:
                 prefix = ".".join(str(p) for p in loc[:-1])
                 hint = f" (did you mean `{prefix + '.' if prefix else ''}{close[0]}`?)"
@@ -189,7 +194,7 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Config:
-    """Read, apply CLI overrides (`model`, `cycles`, `run_id`, `host`) and validate a YAML config."""
+    """Read a YAML config, apply CLI overrides (`model`, `cycles`, `run_id`, `host`), validate."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
@@ -200,7 +205,9 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Co
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{file}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise ConfigError(
+            f"{file}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}"
+        ) from None
     if data is None:
         data = {}
     if isinstance(data, dict):

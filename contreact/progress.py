@@ -51,9 +51,11 @@ class LineProgress:
             seconds = float(stats.get("model_seconds") or 0)
             rate = stats.get("tokens_out", 0) / seconds if seconds > 0 else 0.0
             self._line(
-                escape(f"cycle {self.cycle} · step {stats.get('steps', '?')} · "
-                       f"{stats.get('tokens_in', 0)} tokens in, {stats.get('tokens_out', 0)} out · "
-                       f"{rate:.1f} tok/s"),
+                escape(
+                    f"cycle {self.cycle} · step {stats.get('steps', '?')} · "
+                    f"{stats.get('tokens_in', 0)} tokens in, {stats.get('tokens_out', 0)} out · "
+                    f"{rate:.1f} tok/s"
+                ),
                 "dim",
             )
         elif node == "dispatch":

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from checkpoints.cycles import cycle_records
@@ -99,14 +100,6 @@ class OperatorUnavailableError(Exception):
     """The terminal policy needs a console and there is none."""
 
 
-def thread_config(record: RunRecord, ctx: Context, cycles: int) -> dict[str, Any]:
-    """The LangGraph config of a run's invocation."""
-    return {
-        "configurable": {"thread_id": record.thread_id},
-        "recursion_limit": recursion_limit(ctx, cycles),
-    }
-
-
 def config_of(record: RunRecord, overrides: dict[str, Any] | None = None) -> Config:
     """The run's stored config, with CLI overrides (`model`, `host`) applied."""
     return parse_config(apply_overrides(record.config, overrides or {}), f"run {record.run_id}")
@@ -161,12 +154,26 @@ def resume_run(
     config = config_of(record, overrides)
     ctx = config.to_context(data_dir=str(storage.data_dir))
     if overrides:
-        set_status(engine, run_id, record.status, reason=record.reason,
-                   config=config.model_dump(mode="json"), model=config.model, host=ctx.ollama_host)
+        set_status(
+            engine,
+            run_id,
+            record.status,
+            reason=record.reason,
+            config=config.model_dump(mode="json"),
+            model=config.model,
+            host=ctx.ollama_host,
+        )
     start = {"run_id": run_id, "last_cycle": config.cycles, "task": config.task}
     return _drive(
-        record, config, ctx, storage, start, progress or SilentProgress(), ask_operator,
-        resume=True, extra_cycles=extra_cycles,
+        record,
+        config,
+        ctx,
+        storage,
+        start,
+        progress or SilentProgress(),
+        ask_operator,
+        resume=True,
+        extra_cycles=extra_cycles,
     )
 
 
@@ -191,72 +198,94 @@ def _drive(
     rebuild_log(engine, storage, record.run_id)
     with open_saver(storage) as saver:
         graph = builder.compile(checkpointer=saver, name="contreact")
-        probe = {"configurable": {"thread_id": record.thread_id}}
-        snapshot = graph.get_state(probe)
-        has_state = bool(snapshot.values)
-        state = AgentState(**snapshot.values) if has_state else None
-        payload: Any = start
-        if has_state and state is not None:
-            payload = None
-            if not snapshot.next and state.status == "completed":
-                if not extra_cycles:
-                    raise RunAlreadyCompletedError(record.run_id)
-                advisory = _last_advisory(storage, record.run_id)
-                graph.update_state(
-                    probe,
-                    {**fresh_cycle(state.cycle + 1, advisory), "last_cycle": state.last_cycle + extra_cycles},
-                    as_node="reflect",
-                )
-                config = config.model_copy(update={"cycles": state.last_cycle + extra_cycles})
-                set_status(engine, record.run_id, "running", config=config.model_dump(mode="json"))
-                state = AgentState(**graph.get_state(probe).values)
+        thread: RunnableConfig = {"configurable": {"thread_id": record.thread_id}}
+        state, payload = _starting_point(graph, thread, record, storage, start, extra_cycles)
         set_status(engine, record.run_id, "running", claim=True)
-        progress.started(record, state, resume and has_state)
-        remaining = (state.last_cycle - state.cycle + 1) if state else config.cycles
-        run_config = thread_config(record, ctx, remaining)
+        progress.started(record, state, resume and state is not None)
+        remaining = state.last_cycle - state.cycle + 1 if state else int(start["last_cycle"])
+        invocation: RunnableConfig = {**thread, "recursion_limit": recursion_limit(ctx, remaining)}
+
+        def finish(status: RunStatus, reason: str = "") -> RunOutcome:
+            cycle = int(graph.get_state(thread).values.get("cycle", 0))
+            set_status(engine, record.run_id, status, reason=reason)
+            outcome = RunOutcome(record.run_id, status, reason, cycle)
+            progress.finished(outcome)
+            return outcome
 
         while True:
             try:
                 for chunk in graph.stream(
-                    payload, run_config, context=ctx, durability="sync", stream_mode="updates"
+                    payload, invocation, context=ctx, durability="sync", stream_mode="updates"
                 ):
                     for node, update in chunk.items():
                         if node != "__interrupt__" and isinstance(update, dict):
                             progress.update(node, update)
             except ModelCallError as error:
-                return _finish(engine, record, progress, "failed", error.message, graph, probe)
+                return finish("failed", error.message)
             except KeyboardInterrupt:
-                _finish(engine, record, progress, "failed",
-                        f"interrupted; continue with `contreact resume {record.run_id}`", graph, probe)
+                finish("failed", f"interrupted; continue with `contreact resume {record.run_id}`")
                 raise
             except Exception as exc:
-                _finish(engine, record, progress, "failed", f"{type(exc).__name__}: {exc}", graph, probe)
+                finish("failed", f"{type(exc).__name__}: {exc}")
                 raise
-            snapshot = graph.get_state(probe)
-            pending = [i for i in snapshot.interrupts if _is_operator(i.value)]
-            if not pending:
-                values = snapshot.values
-                if values.get("status") == "completed" and not snapshot.next:
-                    return _finish(engine, record, progress, "completed", "", graph, probe)
-                return _finish(
-                    engine, record, progress, "failed",
-                    f"the graph stopped unexpectedly before {snapshot.next or 'the end'}", graph, probe,
-                )
-            message = str(pending[0].value.get("message", ""))
+            snapshot = graph.get_state(thread)
+            asks = [i.value for i in snapshot.interrupts if _is_operator(i.value)]
+            if not asks:
+                if snapshot.values.get("status") == "completed" and not snapshot.next:
+                    return finish("completed")
+                return finish("failed", f"the graph stopped unexpectedly before {snapshot.next}")
+            message = str(asks[0].get("message", ""))
             answer = _answer(config, message, ask_operator)
             if answer is None:
                 progress.operator(message, None, "queue")
-                return _finish(engine, record, progress, "paused",
-                               "waiting for the operator's reply", graph, probe)
+                return finish("paused", "waiting for the operator's reply")
             progress.operator(message, answer["reply"], answer["policy"])
             payload = Command(resume=answer)
+
+
+def _starting_point(
+    graph: Any,
+    thread: RunnableConfig,
+    record: RunRecord,
+    storage: Storage,
+    start: dict[str, Any],
+    extra_cycles: int | None,
+) -> tuple[AgentState | None, Any]:
+    """The state to continue from (None: no checkpoint yet) and the input to invoke with.
+
+    A run killed before its first checkpoint has no state and starts fresh. A completed
+    run is only continued when extended: the next cycle is opened as if `reflect` had
+    started it.
+    """
+    snapshot = graph.get_state(thread)
+    if not snapshot.values:
+        return None, start
+    state = AgentState(**snapshot.values)
+    if snapshot.next or state.status != "completed":
+        return state, None
+    if not extra_cycles:
+        raise RunAlreadyCompletedError(record.run_id)
+    last = state.last_cycle + extra_cycles
+    graph.update_state(
+        thread,
+        {
+            **fresh_cycle(state.cycle + 1, _last_advisory(storage, record.run_id)),
+            "last_cycle": last,
+        },
+        as_node="reflect",
+    )
+    engine = engine_for(storage)
+    set_status(engine, record.run_id, "running", config={**record.config, "cycles": last})
+    return AgentState(**graph.get_state(thread).values), None
 
 
 def _is_operator(value: Any) -> bool:
     return isinstance(value, dict) and value.get("type") == OPERATOR_INTERRUPT
 
 
-def _answer(config: Config, message: str, ask_operator: AskOperator | None) -> dict[str, str] | None:
+def _answer(
+    config: Config, message: str, ask_operator: AskOperator | None
+) -> dict[str, str] | None:
     """The reply by the run's operator policy; None leaves the run paused (queue)."""
     mode = config.operator.mode
     if mode == "auto":
@@ -273,19 +302,3 @@ def _answer(config: Config, message: str, ask_operator: AskOperator | None) -> d
 def _last_advisory(storage: Storage, run_id: str) -> str | None:
     records = cycle_records(engine_for(storage), run_id)
     return records[-1].advisory if records else None
-
-
-def _finish(
-    engine: Any,
-    record: RunRecord,
-    progress: Progress,
-    status: RunStatus,
-    reason: str,
-    graph: Any,
-    probe: dict[str, Any],
-) -> RunOutcome:
-    values = graph.get_state(probe).values
-    set_status(engine, record.run_id, status, reason=reason)
-    outcome = RunOutcome(record.run_id, status, reason, int(values.get("cycle", 0)))
-    progress.finished(outcome)
-    return outcome

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, StateGraph
 
 from graph.state import AgentState, Context
 from nodes.assemble import assemble
@@ -43,7 +43,7 @@ def route_after_reflect(state: AgentState) -> Literal["assemble", "__end__"]:
     if state.status == "running":
         return "assemble"
     if state.status == "completed":
-        return END
+        return "__end__"
     raise ValueError(f"reflect left an unexpected status: {state.status!r}")
 
 

@@ -42,10 +42,20 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
                 "RUN_START",
                 cycle,
                 "run:start",
-                {"model": ctx.model, "host": ctx.ollama_host, "last_cycle": state.last_cycle,
-                 "task": state.task, "options": ctx.model_options},
+                {
+                    "model": ctx.model,
+                    "host": ctx.ollama_host,
+                    "last_cycle": state.last_cycle,
+                    "task": state.task,
+                    "options": ctx.model_options,
+                },
             ),
-            Event("CYCLE_START", cycle, f"c{cycle}:start", {"opening": text, "advisory": state.advisory}),
+            Event(
+                "CYCLE_START",
+                cycle,
+                f"c{cycle}:start",
+                {"opening": text, "advisory": state.advisory},
+            ),
         )
         messages = [HumanMessage(content=text, id=f"c{cycle}-open")]
         update["messages"] = messages
@@ -69,9 +79,15 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
                 "CONTEXT_TRIM",
                 cycle,
                 step_key(cycle, step, "trim"),
-                {"step": step, "dropped_messages": len(trim.dropped),
-                 "reflections_omitted": omitted, "tokens_before": trim.tokens_before,
-                 "tokens_after": trim.tokens_after, "budget": budget, "fits": trim.fits},
+                {
+                    "step": step,
+                    "dropped_messages": len(trim.dropped),
+                    "reflections_omitted": omitted,
+                    "tokens_before": trim.tokens_before,
+                    "tokens_after": trim.tokens_after,
+                    "budget": budget,
+                    "fits": trim.fits,
+                },
             )
         )
         if trim.dropped:

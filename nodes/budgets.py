@@ -18,8 +18,11 @@ REPEAT_LIMIT = 3
 
 
 def tools_offered(stats: CycleStats, ctx: Context) -> bool:
-    """Whether the next model call gets tools: not once the tool budget is spent, and not
-    on the cycle's last allowed step (which must produce the reflection)."""
+    """Whether the next model call gets tools.
+
+    Not once the tool budget is spent, and not on the cycle's last allowed step (which
+    must produce the reflection).
+    """
     return (
         stats["tool_calls"] < ctx.max_tool_calls_per_cycle
         and stats["steps"] < ctx.max_steps_per_cycle - 1
@@ -39,7 +42,9 @@ class Refusal:
     text: str
 
 
-def refusal(signature: str, calls_so_far: int, call_counts: Mapping[str, int], ctx: Context) -> Refusal | None:
+def refusal(
+    signature: str, calls_so_far: int, call_counts: Mapping[str, int], ctx: Context
+) -> Refusal | None:
     """Why a well-formed call must not run (budget spent, repeated), or None to run it.
 
     Args:

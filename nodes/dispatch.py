@@ -40,7 +40,9 @@ def _seconds_since(conn: Connection, run_id: str, key: str) -> float | None:
     return round((datetime.now(asked.tzinfo) - asked).total_seconds(), 3)
 
 
-def _tally(stats: CycleStats, call: PendingCall, result: dict[str, Any], repeated: bool) -> CycleStats:
+def _tally(
+    stats: CycleStats, call: PendingCall, result: dict[str, Any], repeated: bool
+) -> CycleStats:
     name, ran, failed = call["name"], bool(result["ran"]), bool(result["error"])
     by_name = dict(stats["tool_calls_by_name"])
     by_name[name] = by_name.get(name, 0) + 1
@@ -61,7 +63,13 @@ def _tally(stats: CycleStats, call: PendingCall, result: dict[str, Any], repeate
 
 
 def _run_call(
-    ledger: Ledger, ctx: Context, cycle: int, step: int, key: str, call: PendingCall, refused: str | None
+    ledger: Ledger,
+    ctx: Context,
+    cycle: int,
+    step: int,
+    key: str,
+    call: PendingCall,
+    refused: str | None,
 ) -> dict[str, Any]:
     """Run (or refuse) one call inside the journal transaction that records it."""
 
@@ -70,24 +78,37 @@ def _run_call(
         session = ToolSession(
             run_id=ledger.run_id, conn=conn, memory_value_chars=ctx.memory_value_chars, cycle=cycle
         )
-        outcome = ToolResult(refused, True) if refused else run_tool(call["name"], call["args"], session)
+        outcome = (
+            ToolResult(refused, True) if refused else run_tool(call["name"], call["args"], session)
+        )
         output = truncate_output(outcome.output, ctx.tool_output_chars)
         batch = [
             Event(
                 "TOOL_CALL",
                 cycle,
                 key,
-                {"step": step, "call_id": call["id"], "tool_name": call["name"],
-                 "parameters": call["args"], "output": output, "error": outcome.error,
-                 "refused": refused is not None, "truncated": output != outcome.output,
-                 "duration_s": round(time.monotonic() - started, 4)},
+                {
+                    "step": step,
+                    "call_id": call["id"],
+                    "tool_name": call["name"],
+                    "parameters": call["args"],
+                    "output": output,
+                    "error": outcome.error,
+                    "refused": refused is not None,
+                    "truncated": output != outcome.output,
+                    "duration_s": round(time.monotonic() - started, 4),
+                },
             )
         ]
         if session.details:
             waited = _seconds_since(conn, ledger.run_id, step_key(cycle, step, "llm"))
             batch.append(
-                Event("OPERATOR_MESSAGE", cycle, f"{key}:operator",
-                      {"step": step, **session.details, "wait_s": waited})
+                Event(
+                    "OPERATOR_MESSAGE",
+                    cycle,
+                    f"{key}:operator",
+                    {"step": step, **session.details, "wait_s": waited},
+                )
             )
         return {"output": output, "error": outcome.error, "ran": refused is None}, batch
 
@@ -117,7 +138,9 @@ def dispatch(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
             # Already answered and journaled; still pass the interrupt so that later
             # operator calls in this message are paired with their own replies.
             ask_operator(ledger.run_id, cycle, str(call["args"].get("message", "")))
-        stats = _tally(stats, call, result, repeated=refused is not None and refused.kind == "repeated")
+        stats = _tally(
+            stats, call, result, repeated=refused is not None and refused.kind == "repeated"
+        )
         if call["error"] is None:
             counts[signature] = counts.get(signature, 0) + 1
         replies.append(
@@ -129,4 +152,10 @@ def dispatch(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
                 status="error" if result["error"] else "success",
             )
         )
-    return {"messages": replies, "stats": stats, "call_counts": counts, "pending": [], "outcome": ""}
+    return {
+        "messages": replies,
+        "stats": stats,
+        "call_counts": counts,
+        "pending": [],
+        "outcome": "",
+    }

@@ -42,7 +42,9 @@ def wire_message(message: BaseMessage) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message.type, "content": message.content}
     calls = getattr(message, "tool_calls", None)
     if calls:
-        out["tool_calls"] = [{"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in calls]
+        out["tool_calls"] = [
+            {"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in calls
+        ]
     call_id = getattr(message, "tool_call_id", None)
     if call_id:
         out["tool_call_id"] = call_id
@@ -143,7 +145,11 @@ def _invoke_and_record(state: AgentState, ctx: Context, ledger: Ledger, key: str
     earlier = reflections(engine_of(ctx), ledger.run_id, before=cycle)
     messages: Sequence[AnyMessage] = state.messages
     prompt = build_prompt(
-        earlier, messages, first_cycle=state.reflections_from, advisory=state.advisory, task=state.task
+        earlier,
+        messages,
+        first_cycle=state.reflections_from,
+        advisory=state.advisory,
+        task=state.task,
     )
     with_tools = tools_offered(state.stats, ctx)
     try:
@@ -155,8 +161,14 @@ def _invoke_and_record(state: AgentState, ctx: Context, ledger: Ledger, key: str
                 "ERROR",
                 cycle,
                 step_key(cycle, step, f"error:{n}"),
-                {"step": step, "kind": error.kind, "message": error.message,
-                 "attempts": error.attempts, "model": ctx.model, "host": ctx.ollama_host},
+                {
+                    "step": step,
+                    "kind": error.kind,
+                    "message": error.message,
+                    "attempts": error.attempts,
+                    "model": ctx.model,
+                    "host": ctx.ollama_host,
+                },
             )
         )
         raise
@@ -175,7 +187,15 @@ def _invoke_and_record(state: AgentState, ctx: Context, ledger: Ledger, key: str
         "done_reason": record.get("done_reason"),
         "server_parse_error": record.get("server_parse_error"),
         "retries": record["retries"],
-        "options": {"model": ctx.model, "host": ctx.ollama_host, "tools_offered": with_tools,
-                    "think": ctx.reasoning, "keep_alive": ctx.keep_alive, **ctx.model_options},
+        "options": {
+            "model": ctx.model,
+            "host": ctx.ollama_host,
+            "tools_offered": with_tools,
+            "think": ctx.reasoning,
+            "keep_alive": ctx.keep_alive,
+            **ctx.model_options,
+        },
     }
-    return ledger.commit(key, cycle, lambda _conn: (record, [Event("LLM_INVOCATION", cycle, key, payload)]))
+    return ledger.commit(
+        key, cycle, lambda _conn: (record, [Event("LLM_INVOCATION", cycle, key, payload)])
+    )

@@ -64,7 +64,8 @@ def classify(exc: BaseException, *, model: str, host: str, timeout_s: float) -> 
         )
     if isinstance(exc, httpx.ConnectError | ConnectionError):
         return ModelCallError(
-            "connection", f"cannot reach Ollama at {host} ({_first_line(exc)}); is `ollama serve` running?"
+            "connection",
+            f"cannot reach Ollama at {host} ({_first_line(exc)}); is `ollama serve` running?",
         )
     if isinstance(exc, httpx.TransportError):
         return ModelCallError(
@@ -85,15 +86,21 @@ def classify(exc: BaseException, *, model: str, host: str, timeout_s: float) -> 
         if status == 429:
             return ModelCallError("rate_limited", f"Ollama at {host} is rate limiting: {text}")
         if status in (401, 403):
-            return ModelCallError("auth", f"Ollama at {host} refused access (HTTP {status}): {text}")
+            return ModelCallError(
+                "auth", f"Ollama at {host} refused access (HTTP {status}): {text}"
+            )
         if status == -1 or status >= 500:
             where = "mid-stream error" if status == -1 else f"HTTP {status}"
-            return ModelCallError("server", f"Ollama at {host} failed ({where}) for model {model!r}: {text}")
+            return ModelCallError(
+                "server", f"Ollama at {host} failed ({where}) for model {model!r}: {text}"
+            )
         return ModelCallError(
-            "bad_request", f"Ollama at {host} rejected the request for model {model!r} (HTTP {status}): {text}"
+            "bad_request",
+            f"Ollama at {host} rejected the request for model {model!r} (HTTP {status}): {text}",
         )
     return ModelCallError(
-        "unknown", f"model call to {model!r} at {host} failed: {type(exc).__name__}: {_first_line(exc)}"
+        "unknown",
+        f"model call to {model!r} at {host} failed: {type(exc).__name__}: {_first_line(exc)}",
     )
 
 
@@ -164,7 +171,9 @@ def with_retries(
 _clients: dict[tuple[Any, ...], ChatOllama] = {}
 
 
-def chat_client(model: str, host: str, timeout_s: float, keep_alive: str, reasoning: bool | None) -> ChatOllama:
+def chat_client(
+    model: str, host: str, timeout_s: float, keep_alive: str, reasoning: bool | None
+) -> ChatOllama:
     """A ChatOllama for these settings (cached: it owns an HTTP connection pool)."""
     key = (model, host, timeout_s, keep_alive, reasoning)
     client = _clients.get(key)

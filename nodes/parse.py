@@ -33,7 +33,9 @@ def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     message = state.messages[-1] if state.messages else None
     if not isinstance(message, AIMessage):
-        raise RuntimeError(f"parse expects the model's message last, found {type(message).__name__}")
+        raise RuntimeError(
+            f"parse expects the model's message last, found {type(message).__name__}"
+        )
     cycle, stats = state.cycle, state.stats
     step = stats["steps"] - 1
     server_error = message.response_metadata.get("server_parse_error")

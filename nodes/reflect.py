@@ -1,5 +1,4 @@
-"""reflect: close the cycle — record its reflection and metrics, check for repetition,
-and start the next cycle or end the run.
+"""reflect: close the cycle, check for repetition, start the next cycle or end the run.
 
 The cycle's record (reflection, metrics, similarity, advisory) commits in one
 transaction with its SIMILARITY, CYCLE_END (and RUN_END) events, keyed by the cycle
@@ -59,19 +58,37 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
             insert_cycle(
                 conn,
                 ledger.run_id,
-                CycleRecord(cycle, text, metrics, list(state.flags),
-                            report.maximum if report else None, advisory),
+                CycleRecord(
+                    cycle,
+                    text,
+                    metrics,
+                    list(state.flags),
+                    report.maximum if report else None,
+                    advisory,
+                ),
             )
             batch: list[Event] = []
             if report is not None:
-                batch.append(Event("SIMILARITY", cycle, f"c{cycle}:similarity", report.as_payload()))
+                batch.append(
+                    Event("SIMILARITY", cycle, f"c{cycle}:similarity", report.as_payload())
+                )
             batch.append(
-                Event("CYCLE_END", cycle, f"c{cycle}:end",
-                      {"final_reflection": text, "metrics": metrics, "flags": list(state.flags)})
+                Event(
+                    "CYCLE_END",
+                    cycle,
+                    f"c{cycle}:end",
+                    {"final_reflection": text, "metrics": metrics, "flags": list(state.flags)},
+                )
             )
             if last:
-                batch.append(Event("RUN_END", cycle, f"c{cycle}:run-end",
-                                   {"status": "completed", "cycles": cycle}))
+                batch.append(
+                    Event(
+                        "RUN_END",
+                        cycle,
+                        f"c{cycle}:run-end",
+                        {"status": "completed", "cycles": cycle},
+                    )
+                )
             return {"advisory": advisory}, batch
 
         record = ledger.commit(key, cycle, act)

@@ -633,7 +633,7 @@ def _scan_json(text: str, schemas: ToolSchemas, *, in_tag: bool = False) -> list
             # Not JSON here: an inner "{" may still start a valid object.
             pos = start + 1
             continue
-        calls = _calls_in_value(value, schemas, start, depth=0, loose=in_tag)
+        calls = _calls_in_value(value, schemas, start, depth=0, top=True, loose=in_tag)
         if not calls and in_tag:
             calls = [_broken(start, "", "the JSON object has no tool name")]
         found.extend(calls)
@@ -673,24 +673,30 @@ def _inside(pos: int, spans: Sequence[tuple[int, int]]) -> bool:
 
 
 def _calls_in_value(
-    value: Any, schemas: ToolSchemas, pos: int, *, depth: int, loose: bool
+    value: Any, schemas: ToolSchemas, pos: int, *, depth: int, top: bool, loose: bool
 ) -> list[_Attempt]:
-    """Collect call objects in a decoded JSON value, looking inside wrappers."""
+    """Collect call objects in a decoded JSON value, looking inside wrappers.
+
+    ``depth`` grows with every container (lists too), so arbitrarily nested model
+    output cannot exhaust the interpreter's recursion limit.
+    """
     if depth > _MAX_NESTED_SEARCH:
         return []
     if isinstance(value, dict):
-        direct = _call_from_dict(value, schemas, pos, top=depth == 0, loose=loose)
+        direct = _call_from_dict(value, schemas, pos, top=top, loose=loose)
         if direct is not None:
             return [direct]
         found: list[_Attempt] = []
         for item in value.values():
-            found.extend(_calls_in_value(item, schemas, pos, depth=depth + 1, loose=False))
+            found.extend(
+                _calls_in_value(item, schemas, pos, depth=depth + 1, top=False, loose=False)
+            )
         return found
     if isinstance(value, list):
         found = []
         for item in value:
             # A top-level list of calls ([{...}, {...}]) is as direct as a single object.
-            found.extend(_calls_in_value(item, schemas, pos, depth=depth, loose=loose))
+            found.extend(_calls_in_value(item, schemas, pos, depth=depth + 1, top=top, loose=loose))
         return found
     return []
 

@@ -94,7 +94,9 @@ def postgres_backend(tmp_path: Path) -> Iterator[Backend]:
         conn.execute(f'CREATE DATABASE "{name}"')
     base = PG_ADMIN_URL.rsplit("/", 1)[0]
     try:
-        yield Backend("postgres", tmp_path / "runs", f"postgresql+psycopg://{base.split('://', 1)[1]}/{name}")
+        yield Backend(
+            "postgres", tmp_path / "runs", f"postgresql+psycopg://{base.split('://', 1)[1]}/{name}"
+        )
     finally:
         from checkpoints.db import dispose_engines
 
@@ -163,7 +165,9 @@ def cli(
     )
 
 
-def cli_start(backend: Backend, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def cli_start(
+    backend: Backend, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     """Start `python -m contreact` without waiting (for kill tests)."""
     return subprocess.Popen(
         [sys.executable, "-m", "contreact", *backend.cli_args, *args],
@@ -182,7 +186,9 @@ def kill_when(proc: subprocess.Popen[str], ready: Any, timeout: float = 60) -> N
     while not ready():
         if proc.poll() is not None:
             out, err = proc.communicate()
-            raise AssertionError(f"process ended before the kill point (rc {proc.returncode}): {err}{out}")
+            raise AssertionError(
+                f"process ended before the kill point (rc {proc.returncode}): {err}{out}"
+            )
         if time.monotonic() > deadline:
             proc.kill()
             raise AssertionError("kill point never reached")
@@ -197,7 +203,15 @@ def read_log(backend: Backend, run_id: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-VOLATILE = {"timestamp", "duration_s", "seconds", "model_seconds", "wait_s", "host", "process_alive"}
+VOLATILE = {
+    "timestamp",
+    "duration_s",
+    "seconds",
+    "model_seconds",
+    "wait_s",
+    "host",
+    "process_alive",
+}
 
 
 def stable(value: Any) -> Any:

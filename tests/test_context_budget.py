@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -95,11 +96,11 @@ def _call(n_results: int, size: int = 40) -> list[BaseMessage]:
     return [ai, *(ToolMessage(content="y" * size, tool_call_id=i) for i in ids)]
 
 
-def _cycle(*groups: list[BaseMessage]) -> list[BaseMessage]:
+def _cycle(*groups: Sequence[BaseMessage]) -> list[BaseMessage]:
     return [HumanMessage(content="Cycle 3 begins."), *(m for g in groups for m in g)]
 
 
-def _total(messages: list[BaseMessage]) -> int:
+def _total(messages: Sequence[BaseMessage]) -> int:
     return sum(message_tokens(m) for m in messages)
 
 

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import Backend, cli, cli_start, event_summary, kill_when, read_log, write_config
+
 from contreact.stub import StubServer
 
 KILLS = [
@@ -37,14 +37,16 @@ def outcome(backend: Backend, run_id: str) -> tuple[list, dict, list]:
 @pytest.mark.slow
 def test_kill_and_resume_equals_uninterrupted(tmp_path: Path, backend: Backend) -> None:
     with StubServer().start() as server:
-        reference = write_config(tmp_path / "ref.yaml", backend, run_id="ref", cycles=4,
-                                 ollama={"host": server.url})
+        reference = write_config(
+            tmp_path / "ref.yaml", backend, run_id="ref", cycles=4, ollama={"host": server.url}
+        )
         done = cli(backend, "run", str(reference))
         assert done.returncode == 0, done.stderr
         expected = outcome(backend, "ref")
 
-        crashed = write_config(tmp_path / "crash.yaml", backend, run_id="crash", cycles=4,
-                               ollama={"host": server.url})
+        crashed = write_config(
+            tmp_path / "crash.yaml", backend, run_id="crash", cycles=4, ollama={"host": server.url}
+        )
         for command, point in KILLS:
             args = ["run", str(crashed)] if command == "run" else ["resume", "crash"]
             if point == "model-call":
@@ -57,7 +59,9 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path: Path, backend: Backend) 
                 assert proc.returncode == -9
                 continue
             result = cli(backend, *args, env={"CONTREACT_FAILPOINTS": point})
-            assert result.returncode == -9, f"{point} was not reached: {result.stderr}{result.stdout}"
+            assert result.returncode == -9, (
+                f"{point} was not reached: {result.stderr}{result.stdout}"
+            )
         finished = cli(backend, "resume", "crash")
         assert finished.returncode == 0, finished.stderr
         # The call killed in flight was sent again byte for byte (prompt cache stays warm).
@@ -73,12 +77,15 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path: Path, backend: Backend) 
     assert status["status"] == "completed"
 
 
-def test_resume_before_first_checkpoint_starts_fresh(tmp_path: Path, sqlite_backend: Backend) -> None:
+def test_resume_before_first_checkpoint_starts_fresh(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
     """A run killed before its first checkpoint has no state: resume starts it."""
     backend = sqlite_backend
     with StubServer().start() as server:
-        config = write_config(tmp_path / "c.yaml", backend, run_id="early", cycles=1,
-                              ollama={"host": server.url})
+        config = write_config(
+            tmp_path / "c.yaml", backend, run_id="early", cycles=1, ollama={"host": server.url}
+        )
         server.add_faults({"kind": "delay", "seconds": 60})
         proc = cli_start(backend, "run", str(config))
         kill_when(proc, lambda: len(server.requests()) > 0)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from conftest import Backend, cli, read_log, scripted_stub, write_config
+
 from nodes.prompts import SYSTEM_PROMPT
 
 TOOL_NAMES = ["write", "read", "list", "delete", "pattern_search", "send_message_to_operator"]
@@ -16,15 +17,28 @@ def call(name: str, **arguments: str) -> dict[str, object]:
 
 
 FOUR_CYCLES = {
-    1: [call("write", key="alpha", value="first"), call("write", key="beta", value="second"),
-        call("list"), {"content": "Reflection one: I wrote alpha and beta."}],
-    2: [call("read", key="alpha"), call("delete", key="beta"),
-        {"content": "Reflection two: read alpha, dropped beta."}],
-    3: [call("write", key="gamma", value="third"),
+    1: [
+        call("write", key="alpha", value="first"),
+        call("write", key="beta", value="second"),
+        call("list"),
+        {"content": "Reflection one: I wrote alpha and beta."},
+    ],
+    2: [
+        call("read", key="alpha"),
+        call("delete", key="beta"),
+        {"content": "Reflection two: read alpha, dropped beta."},
+    ],
+    3: [
+        call("write", key="gamma", value="third"),
         call("send_message_to_operator", message="Hello from cycle 3"),
-        {"content": "Reflection three: wrote gamma, greeted the operator."}],
-    4: [call("pattern_search", pattern="a"), call("write", key="delta", value="fourth"),
-        call("delete", key="alpha"), {"content": "Reflection four: searched, wrote delta, dropped alpha."}],
+        {"content": "Reflection three: wrote gamma, greeted the operator."},
+    ],
+    4: [
+        call("pattern_search", pattern="a"),
+        call("write", key="delta", value="fourth"),
+        call("delete", key="alpha"),
+        {"content": "Reflection four: searched, wrote delta, dropped alpha."},
+    ],
 }
 REFLECTIONS = [FOUR_CYCLES[c][-1]["content"] for c in range(1, 5)]
 
@@ -33,8 +47,10 @@ def first_request_of_cycle(requests: list[dict], cycle: int) -> dict:
     for req in requests:
         messages = req["body"]["messages"]
         users = [m for m in messages if m["role"] == "user"]
-        if users and users[0]["content"] == f"Cycle {cycle} begins." and not any(
-            m["role"] == "assistant" for m in messages
+        if (
+            users
+            and users[0]["content"] == f"Cycle {cycle} begins."
+            and not any(m["role"] == "assistant" for m in messages)
         ):
             return req["body"]
     raise AssertionError(f"no request opens cycle {cycle}")
@@ -43,8 +59,9 @@ def first_request_of_cycle(requests: list[dict], cycle: int) -> dict:
 def test_four_cycle_run(tmp_path: Path, sqlite_backend: Backend) -> None:
     backend = sqlite_backend
     with scripted_stub(FOUR_CYCLES) as server:
-        config = write_config(tmp_path / "run.yaml", backend, run_id="four", cycles=4,
-                              ollama={"host": server.url})
+        config = write_config(
+            tmp_path / "run.yaml", backend, run_id="four", cycles=4, ollama={"host": server.url}
+        )
         result = cli(backend, "run", str(config))
         requests = server.requests()
     assert result.returncode == 0, result.stderr + result.stdout
@@ -65,14 +82,22 @@ def test_four_cycle_run(tmp_path: Path, sqlite_backend: Backend) -> None:
 
     # The event log: every cycle starts and ends, in order, with its reflection.
     log = read_log(backend, "four")
-    bounds = [(e["event_type"], e["cycle_number"]) for e in log if e["event_type"] in ("CYCLE_START", "CYCLE_END")]
+    bounds = [
+        (e["event_type"], e["cycle_number"])
+        for e in log
+        if e["event_type"] in ("CYCLE_START", "CYCLE_END")
+    ]
     assert bounds == [(t, c) for c in range(1, 5) for t in ("CYCLE_START", "CYCLE_END")]
     ends = [e["payload"]["final_reflection"] for e in log if e["event_type"] == "CYCLE_END"]
     assert ends == REFLECTIONS
     assert [e["event_type"] for e in log][0] == "RUN_START" and log[-1]["event_type"] == "RUN_END"
-    assert all(set(e) == {"timestamp", "run_id", "cycle_number", "event_type", "payload"} for e in log)
+    assert all(
+        set(e) == {"timestamp", "run_id", "cycle_number", "event_type", "payload"} for e in log
+    )
     tools_logged = [e["payload"]["tool_name"] for e in log if e["event_type"] == "TOOL_CALL"]
-    assert tools_logged == [c["tool_calls"][0]["name"] for cyc in FOUR_CYCLES.values() for c in cyc if "tool_calls" in c]
+    assert tools_logged == [
+        c["tool_calls"][0]["name"] for cyc in FOUR_CYCLES.values() for c in cyc if "tool_calls" in c
+    ]
     operator = [e["payload"] for e in log if e["event_type"] == "OPERATOR_MESSAGE"]
     assert len(operator) == 1 and operator[0]["message"] == "Hello from cycle 3"
     assert operator[0]["policy"] == "auto"
@@ -89,8 +114,9 @@ def test_four_cycle_run(tmp_path: Path, sqlite_backend: Backend) -> None:
 def test_run_refuses_existing_id(tmp_path: Path, sqlite_backend: Backend) -> None:
     backend = sqlite_backend
     with scripted_stub({}) as server:
-        config = write_config(tmp_path / "run.yaml", backend, run_id="twice", cycles=1,
-                              ollama={"host": server.url})
+        config = write_config(
+            tmp_path / "run.yaml", backend, run_id="twice", cycles=1, ollama={"host": server.url}
+        )
         assert cli(backend, "run", str(config)).returncode == 0
         again = cli(backend, "run", str(config))
     assert again.returncode == 2

@@ -272,6 +272,7 @@ ADVERSARIAL = {
     "nested-arrays": "[" * 50_000,
     "nested-objects": '{"a":' * 10_000,
     "nested-closed": '{"a":' * 3_000 + "1" + "}" * 3_000,
+    "arrays-in-object": '{"a":' + "[" * 900 + "]" * 900 + "}",
     "open-braces": "{" * 50_000,
     "name-prefixes": '{"name":' * 6_000,
     "spaces-after-brace": "{" + " " * 50_000 + "x",

@@ -1,0 +1,1 @@
+"""The six agent tools: memory (SQLAlchemy store), operator channel, registry and schemas."""

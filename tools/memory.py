@@ -62,6 +62,7 @@ def write_memory(session: ToolSession, key: str, value: str) -> str:
     """Save a memory under a key. An existing memory with that key is replaced.
 
     Args:
+        session: Injected run handle (hidden from the model).
         key: The name to store the memory under.
         value: The text to remember.
     """
@@ -86,6 +87,7 @@ def read_memory(session: ToolSession, key: str) -> str:
     """Read the memory stored under a key.
 
     Args:
+        session: Injected run handle (hidden from the model).
         key: The name of the memory to read.
     """
     value = _value(session, _check_key(key))
@@ -106,6 +108,7 @@ def delete_memory(session: ToolSession, key: str) -> str:
     """Delete the memory stored under a key.
 
     Args:
+        session: Injected run handle (hidden from the model).
         key: The name of the memory to delete.
     """
     _check_key(key)
@@ -121,6 +124,7 @@ def search_memory_keys(session: ToolSession, pattern: str) -> str:
     """Find the keys of your memories that contain a piece of text (case-sensitive).
 
     Args:
+        session: Injected run handle (hidden from the model).
         pattern: The text to look for inside keys; matched literally.
     """
     if not pattern:

@@ -44,6 +44,7 @@ def send_message_to_operator(session: ToolSession, message: str) -> str:
     """Send a message to the operator who hosts this system, and wait for the reply.
 
     Args:
+        session: Injected run handle (hidden from the model).
         message: What you want to tell or ask the operator.
     """
     if not message.strip():

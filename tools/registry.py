@@ -68,7 +68,10 @@ def tool_schema(name: str, fn: ToolFunction) -> dict[str, Any]:
     summary, arg_docs = _docstring_parts(fn)
     params = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]
     properties = {
-        p.name: {"type": _JSON_TYPES.get(p.annotation, "string"), "description": arg_docs.get(p.name, "")}
+        p.name: {
+            "type": _JSON_TYPES.get(p.annotation, "string"),
+            "description": arg_docs.get(p.name, ""),
+        }
         for p in params
     }
     return {

@@ -91,7 +91,10 @@ def _ratio(dot: float, a: Iterable[float], b: Iterable[float]) -> float:
 def lexical_scores(reflection: str, earlier: Sequence[tuple[int, str]]) -> list[tuple[int, float]]:
     """TF-IDF cosine of `reflection` against each earlier one."""
     vectors = tfidf_vectors([reflection, *(t for _, t in earlier)])
-    return [(c, round(sparse_cosine(vectors[0], v), 4)) for (c, _), v in zip(earlier, vectors[1:], strict=True)]
+    return [
+        (c, round(sparse_cosine(vectors[0], v), 4))
+        for (c, _), v in zip(earlier, vectors[1:], strict=True)
+    ]
 
 
 def embedding_scores(
@@ -107,7 +110,10 @@ def embedding_scores(
 
     embedder = OllamaEmbeddings(model=model, base_url=host, client_kwargs={"timeout": timeout_s})
     vectors = embedder.embed_documents([reflection, *(t for _, t in earlier)])
-    return [(c, round(dense_cosine(vectors[0], v), 4)) for (c, _), v in zip(earlier, vectors[1:], strict=True)]
+    return [
+        (c, round(dense_cosine(vectors[0], v), 4))
+        for (c, _), v in zip(earlier, vectors[1:], strict=True)
+    ]
 
 
 def assess(
