@@ -48,6 +48,7 @@ runs = Table(
     Column("reason", Text, nullable=False, default=""),
     Column("parent_run_id", String(200), nullable=True),
     Column("fork_cycle", Integer, nullable=True),
+    Column("batch", String(200), nullable=True, index=True),
     Column("pid", Integer, nullable=True),
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),

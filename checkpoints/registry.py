@@ -45,6 +45,7 @@ class RunRecord:
     reason: str
     parent_run_id: str | None
     fork_cycle: int | None
+    batch: str | None
     pid: int | None
     created_at: str
     updated_at: str
@@ -89,6 +90,7 @@ def create_run(
     thread_id: str | None = None,
     parent_run_id: str | None = None,
     fork_cycle: int | None = None,
+    batch: str | None = None,
 ) -> RunRecord:
     """Register a new run; raises `RunExistsError` if the id is taken."""
     check_run_id(run_id)
@@ -103,6 +105,7 @@ def create_run(
         "reason": "",
         "parent_run_id": parent_run_id,
         "fork_cycle": fork_cycle,
+        "batch": batch,
         "pid": os.getpid(),
         "created_at": now,
         "updated_at": now,

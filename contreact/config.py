@@ -226,3 +226,14 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
         ollama["host"] = overrides["host"]
         merged["ollama"] = ollama
     return merged
+
+
+def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `changes` applied; nested mappings merge, other values replace."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

@@ -21,7 +21,9 @@ from langgraph.types import Command
 
 from checkpoints.cycles import cycle_records
 from checkpoints.db import Storage, engine_for
-from checkpoints.events import rebuild_log
+from checkpoints.events import Event, rebuild_log
+from checkpoints.fork import copy_history
+from checkpoints.journal import Ledger
 from checkpoints.registry import (
     RunRecord,
     RunStatus,
@@ -30,9 +32,9 @@ from checkpoints.registry import (
     set_status,
 )
 from checkpoints.saver import open_saver
-from contreact.config import Config, apply_overrides, parse_config
+from contreact.config import Config, apply_overrides, deep_merge, parse_config
 from graph import builder, recursion_limit
-from graph.state import AgentState, Context, fresh_cycle
+from graph.state import AgentState, fresh_cycle
 from nodes.ollama_client import ModelCallError
 from tools.operator import OPERATOR_INTERRUPT
 
@@ -117,17 +119,15 @@ def start_run(
     Raises:
         RunExistsError: the run id is taken (the caller suggests `resume`).
     """
-    engine = engine_for(storage)
     ctx = config.to_context(data_dir=str(storage.data_dir))
     record = create_run(
-        engine,
+        engine_for(storage),
         config.run_id,
         model=config.model,
         host=ctx.ollama_host,
         config=config.model_dump(mode="json"),
     )
-    start = {"run_id": config.run_id, "last_cycle": config.cycles, "task": config.task}
-    return _drive(record, config, ctx, storage, start, progress or SilentProgress(), ask_operator)
+    return _drive(record, config, storage, None, progress, ask_operator)
 
 
 def resume_run(
@@ -135,11 +135,22 @@ def resume_run(
     storage: Storage,
     *,
     extra_cycles: int | None = None,
+    opening: str | None = None,
     overrides: dict[str, Any] | None = None,
     progress: Progress | None = None,
     ask_operator: AskOperator | None = None,
 ) -> RunOutcome:
     """Continue a run from its last checkpoint; `extra_cycles` extends a finished run.
+
+    Args:
+        run_id: The run.
+        storage: Where it lives.
+        extra_cycles: Cycles to add to a completed run.
+        opening: The first added cycle's opening user turn (a chat turn), instead of the
+            `user_turn` template.
+        overrides: CLI overrides of the stored config (`model`, `host`).
+        progress: Where to report progress.
+        ask_operator: How the terminal policy asks a person.
 
     Raises:
         RunNotFoundError: no such run.
@@ -147,13 +158,12 @@ def resume_run(
     """
     engine = engine_for(storage)
     record = get_run(engine, run_id)
-    if record.status == "running" and record.process_alive and not _is_self(record):
+    if record.status == "running" and record.process_alive and record.pid != os.getpid():
         raise RuntimeError(
             f"run {run_id} is being driven by process {record.pid}; stop it before resuming"
         )
     config = config_of(record, overrides)
-    ctx = config.to_context(data_dir=str(storage.data_dir))
-    if overrides:
+    if config.model_dump(mode="json") != record.config:
         set_status(
             engine,
             run_id,
@@ -161,49 +171,121 @@ def resume_run(
             reason=record.reason,
             config=config.model_dump(mode="json"),
             model=config.model,
-            host=ctx.ollama_host,
+            host=config.to_context().ollama_host,
         )
-    start = {"run_id": run_id, "last_cycle": config.cycles, "task": config.task}
-    return _drive(
-        record,
-        config,
-        ctx,
-        storage,
-        start,
-        progress or SilentProgress(),
-        ask_operator,
-        resume=True,
-        extra_cycles=extra_cycles,
+    extension = (extra_cycles, opening) if extra_cycles else None
+    return _drive(record, config, storage, extension, progress, ask_operator, resume=True)
+
+
+def fork_run(
+    source_id: str,
+    storage: Storage,
+    *,
+    at_cycle: int,
+    new_run_id: str,
+    changes: dict[str, Any] | None = None,
+    cycles: int | None = None,
+    progress: Progress | None = None,
+    ask_operator: AskOperator | None = None,
+) -> RunOutcome:
+    """Branch `source_id` from the end of cycle `at_cycle` into a new run, and drive it.
+
+    The fork starts with the source's reflections, events and memory as they were at the
+    end of that cycle, under the source's config with `changes` applied (another model,
+    say); the source is only read.
+
+    Args:
+        source_id: The run to branch.
+        storage: Where both runs live.
+        at_cycle: The last cycle the fork shares with the source.
+        new_run_id: The fork's run id.
+        changes: Config values to change in the fork (nested mappings merge).
+        cycles: The fork's total number of cycles (default: the source's, at least one more).
+        progress: Where to report progress.
+        ask_operator: How the terminal policy asks a person.
+
+    Raises:
+        RunNotFoundError: no such source run.
+        RunExistsError: `new_run_id` is taken.
+        ValueError: the source has not completed cycle `at_cycle`.
+    """
+    engine = engine_for(storage)
+    source = get_run(engine, source_id)
+    done = [r.cycle for r in cycle_records(engine, source_id)]
+    if at_cycle < 1 or at_cycle not in done:
+        raise ValueError(
+            f"run {source_id} has completed cycles {done[0] if done else 0}-"
+            f"{done[-1] if done else 0}; cannot fork at cycle {at_cycle}"
+        )
+    total = cycles if cycles is not None else max(int(source.config["cycles"]), at_cycle + 1)
+    if total <= at_cycle:
+        raise ValueError(f"a fork at cycle {at_cycle} needs more than {at_cycle} cycles in all")
+    data = deep_merge(source.config, {**(changes or {}), "run_id": new_run_id, "cycles": total})
+    config = parse_config(data, f"fork of {source_id}")
+    record = create_run(
+        engine,
+        new_run_id,
+        model=config.model,
+        host=config.to_context().ollama_host,
+        config=config.model_dump(mode="json"),
+        parent_run_id=source_id,
+        fork_cycle=at_cycle,
     )
+    copy_history(engine, source_id, new_run_id, at_cycle)
+    Ledger(storage, new_run_id, engine).emit(
+        Event(
+            "RUN_START",
+            at_cycle + 1,
+            "run:fork",
+            {"forked_from": source_id, "at_cycle": at_cycle, "model": config.model},
+        )
+    )
+    return _drive(record, config, storage, None, progress, ask_operator)
 
 
-def _is_self(record: RunRecord) -> bool:
-    return record.pid == os.getpid()
+def _first_input(record: RunRecord, config: Config, storage: Storage) -> dict[str, Any]:
+    """The input that starts a run with no checkpoint yet: cycle 1, or a fork's next cycle."""
+    first = (record.fork_cycle or 0) + 1
+    advisory = _advisory_after(storage, record.run_id, first - 1) if record.fork_cycle else None
+    return {
+        **fresh_cycle(first, advisory),
+        "run_id": record.run_id,
+        "last_cycle": config.cycles,
+        "task": config.task,
+    }
 
 
 def _drive(
     record: RunRecord,
     config: Config,
-    ctx: Context,
     storage: Storage,
-    start: dict[str, Any],
-    progress: Progress,
+    extension: tuple[int, str | None] | None,
+    progress: Progress | None,
     ask_operator: AskOperator | None,
     *,
     resume: bool = False,
-    extra_cycles: int | None = None,
 ) -> RunOutcome:
+    progress = progress or SilentProgress()
+    ctx = config.to_context(data_dir=str(storage.data_dir))
     engine = engine_for(storage)
     # A crash between an event's commit and its JSONL append leaves the file short.
     rebuild_log(engine, storage, record.run_id)
     with open_saver(storage) as saver:
         graph = builder.compile(checkpointer=saver, name="contreact")
         thread: RunnableConfig = {"configurable": {"thread_id": record.thread_id}}
-        state, payload = _starting_point(graph, thread, record, storage, start, extra_cycles)
+        state, payload = _starting_point(graph, thread, record, config, storage, extension)
         set_status(engine, record.run_id, "running", claim=True)
         progress.started(record, state, resume and state is not None)
-        remaining = state.last_cycle - state.cycle + 1 if state else int(start["last_cycle"])
-        invocation: RunnableConfig = {**thread, "recursion_limit": recursion_limit(ctx, remaining)}
+        # A dict payload opens a cycle (new run, fork, extension); None continues `state`.
+        if isinstance(payload, dict):
+            span = (payload["cycle"], payload["last_cycle"])
+        else:
+            assert state is not None
+            span = (state.cycle, state.last_cycle)
+        invocation: RunnableConfig = {
+            **thread,
+            "recursion_limit": recursion_limit(ctx, span[1] - span[0] + 1),
+        }
 
         def finish(status: RunStatus, reason: str = "") -> RunOutcome:
             cycle = int(graph.get_state(thread).values.get("cycle", 0))
@@ -247,36 +329,31 @@ def _starting_point(
     graph: Any,
     thread: RunnableConfig,
     record: RunRecord,
+    config: Config,
     storage: Storage,
-    start: dict[str, Any],
-    extra_cycles: int | None,
+    extension: tuple[int, str | None] | None,
 ) -> tuple[AgentState | None, Any]:
     """The state to continue from (None: no checkpoint yet) and the input to invoke with.
 
-    A run killed before its first checkpoint has no state and starts fresh. A completed
-    run is only continued when extended: the next cycle is opened as if `reflect` had
-    started it.
+    A run killed before its first checkpoint has no state and starts from its first
+    input. A completed run is only continued when extended: its next cycle is opened by
+    invoking the finished thread with that cycle's starting state.
     """
     snapshot = graph.get_state(thread)
     if not snapshot.values:
-        return None, start
+        return None, _first_input(record, config, storage)
     state = AgentState(**snapshot.values)
     if snapshot.next or state.status != "completed":
         return state, None
-    if not extra_cycles:
+    if extension is None:
         raise RunAlreadyCompletedError(record.run_id)
-    last = state.last_cycle + extra_cycles
-    graph.update_state(
-        thread,
-        {
-            **fresh_cycle(state.cycle + 1, _last_advisory(storage, record.run_id)),
-            "last_cycle": last,
-        },
-        as_node="reflect",
+    more, opening = extension
+    last = state.last_cycle + more
+    set_status(
+        engine_for(storage), record.run_id, "running", config={**record.config, "cycles": last}
     )
-    engine = engine_for(storage)
-    set_status(engine, record.run_id, "running", config={**record.config, "cycles": last})
-    return AgentState(**graph.get_state(thread).values), None
+    advisory = _advisory_after(storage, record.run_id, state.cycle)
+    return state, {**fresh_cycle(state.cycle + 1, advisory, opening), "last_cycle": last}
 
 
 def _is_operator(value: Any) -> bool:
@@ -299,6 +376,7 @@ def _answer(
     return None
 
 
-def _last_advisory(storage: Storage, run_id: str) -> str | None:
-    records = cycle_records(engine_for(storage), run_id)
-    return records[-1].advisory if records else None
+def _advisory_after(storage: Storage, run_id: str, cycle: int) -> str | None:
+    """The diversity advisory that cycle `cycle` left for the next one."""
+    records = [r for r in cycle_records(engine_for(storage), run_id) if r.cycle == cycle]
+    return records[0].advisory if records else None

@@ -90,6 +90,9 @@ class AgentState:
     """The run ends after this cycle; `resume --cycles N` raises it."""
     cycle: int = 1
     """The current cycle, 1-based."""
+    opening: str | None = None
+    """This cycle's opening user turn when given explicitly (a chat turn, the PEI
+    question); None means the `user_turn` template of the context."""
     messages: Annotated[list[AnyMessage], add_messages] = field(default_factory=list)
     """This cycle's messages only, starting with its opening user turn."""
     reflections_from: int = 1
@@ -110,10 +113,13 @@ class AgentState:
     status: RunStatus = "running"
 
 
-def fresh_cycle(cycle: int, advisory: str | None = None) -> dict[str, Any]:
+def fresh_cycle(
+    cycle: int, advisory: str | None = None, opening: str | None = None
+) -> dict[str, Any]:
     """The state update that starts `cycle`: messages and counters reset."""
     return {
         "cycle": cycle,
+        "opening": opening,
         "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)],
         "reflections_from": 1,
         "pending": [],

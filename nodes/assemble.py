@@ -36,7 +36,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     update: dict[str, Any] = {}
     messages = list(state.messages)
     if not messages:
-        text = opening_turn(ctx.user_turn, cycle, state.task)
+        text = state.opening or opening_turn(ctx.user_turn, cycle, state.task)
         ledger.emit(
             Event(
                 "RUN_START",

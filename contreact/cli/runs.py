@@ -1,139 +1,34 @@
-"""The `contreact` command line: parse arguments, call the runner or a reader, render.
-
-Exit codes: 0 done, 1 run failed, 2 bad input or config, 3 paused waiting for the
-operator. Every error is one clear line on stderr; `--debug` adds the traceback.
-"""
+"""Commands that start, continue and inspect runs: run, resume, status, list, show, memory, demo."""
 
 from __future__ import annotations
 
 import json
-import logging
 import sys
-from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from checkpoints.cycles import cycle_records
-from checkpoints.db import Storage, engine_for, resolve_storage
+from checkpoints.db import engine_for
 from checkpoints.events import log_path
-from checkpoints.registry import RunExistsError, RunNotFoundError, get_run, list_runs
-from contreact.config import ConfigError, load_config, parse_config
+from checkpoints.registry import get_run, list_runs
+from contreact.cli.app import (
+    BadInputError,
+    app,
+    ask_on_terminal,
+    finish,
+    guarded,
+    out,
+    storage,
+)
+from contreact.config import load_config, parse_config
 from contreact.progress import LineProgress
-from contreact.runner import (
-    OperatorUnavailableError,
-    RunAlreadyCompletedError,
-    RunOutcome,
-    resume_run,
-    start_run,
-)
+from contreact.runner import resume_run, start_run
 from tools.memory import memory_snapshot
-
-app = typer.Typer(
-    name="contreact",
-    help="Continuous ReAct agents on local Ollama models, as a LangGraph state machine.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-T = TypeVar("T")
-
-
-class _Options:
-    data_dir: str | None = None
-    db_url: str | None = None
-    debug: bool = False
-
-
-OPTIONS = _Options()
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-class BadInputError(Exception):
-    """The user's input cannot be used (exit 2)."""
-
-
-def fail(message: str, code: int) -> NoReturn:
-    """Print one line on stderr and exit."""
-    err.print(f"contreact: {message}", markup=False)
-    raise typer.Exit(code)
-
-
-def guarded(action: Callable[[], T]) -> T:
-    """Run a command body, turning known errors into one line and an exit code."""
-    try:
-        return action()
-    except typer.Exit:
-        raise
-    except (ConfigError, BadInputError) as exc:
-        fail(str(exc), 2)
-    except RunExistsError as exc:
-        fail(f"run {exc} already exists; continue it with `contreact resume {exc}`", 2)
-    except RunNotFoundError as exc:
-        fail(f"no run named {exc} in {storage().data_dir} (see `contreact list`)", 2)
-    except RunAlreadyCompletedError as exc:
-        fail(
-            f"run {exc} is already completed; extend it with `contreact resume {exc} --cycles N`", 2
-        )
-    except OperatorUnavailableError as exc:
-        fail(str(exc), 2)
-    except KeyboardInterrupt:
-        fail("interrupted", 130)
-    except Exception as exc:
-        if OPTIONS.debug:
-            raise
-        fail(f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1)
-
-
-def storage(config_dir: str | None = None, config_url: str | None = None) -> Storage:
-    """The storage chosen by flags, then the config, then CONTREACT_HOME / ./runs."""
-    try:
-        return resolve_storage(OPTIONS.data_dir or config_dir, OPTIONS.db_url or config_url)
-    except ValueError as exc:
-        raise BadInputError(str(exc)) from None
-
-
-def ask_on_terminal(message: str) -> str:
-    """The terminal operator policy: show the agent's message, read a reply."""
-    if not sys.stdin.isatty():
-        raise OperatorUnavailableError(
-            "operator mode 'terminal' needs an interactive console; use mode 'queue' or 'auto'"
-        )
-    out.print(f"\n[bold magenta]Message from the agent:[/] {message}")
-    return str(typer.prompt("Your reply"))
-
-
-def finish(outcome: RunOutcome) -> NoReturn:
-    """Exit with the run's outcome code (failures also get one line on stderr)."""
-    if outcome.status == "failed":
-        err.print(f"contreact: run {outcome.run_id} failed: {outcome.reason}", markup=False)
-    raise typer.Exit(outcome.exit_code)
-
-
-@app.callback()
-def main_options(
-    data_dir: Annotated[
-        str | None,
-        typer.Option("--data-dir", help="Data directory (default: $CONTREACT_HOME or ./runs)."),
-    ] = None,
-    db_url: Annotated[
-        str | None,
-        typer.Option("--db-url", envvar="CONTREACT_DB_URL", help="Database URL (PostgreSQL)."),
-    ] = None,
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show tracebacks and retry warnings.")
-    ] = False,
-) -> None:
-    """Continuous ReAct agents on local Ollama models."""
-    OPTIONS.data_dir, OPTIONS.db_url, OPTIONS.debug = data_dir, db_url, debug
-    logging.basicConfig(level=logging.WARNING if debug else logging.ERROR, format="%(message)s")
 
 
 @app.command()
@@ -360,8 +255,3 @@ def demo(
         finish(outcome)
 
     guarded(body)
-
-
-def main() -> None:
-    """Console-script entry point."""
-    app()

@@ -1,0 +1,13 @@
+"""The `contreact` command line (console script `contreact`, also `python -m contreact`).
+
+`app.py` holds the typer application and the shared error handling; each other module
+registers one family of commands on it.
+"""
+
+from contreact.cli import runs  # noqa: F401 - registers the commands
+from contreact.cli.app import app
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
