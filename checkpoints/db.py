@@ -139,11 +139,12 @@ def resolve_storage(data_dir: str | Path | None = None, url: str | None = None) 
 
     Args:
         data_dir: Folder for the SQLite file and the logs; default `default_data_dir()`.
-        url: A SQLAlchemy URL (`sqlite:///...` or `postgresql+psycopg://...`); when absent
-            the SQLite file inside `data_dir` is used.
+        url: A SQLAlchemy URL (`sqlite:///...` or `postgresql+psycopg://...`); when absent,
+            `CONTREACT_DB_URL`, else the SQLite file inside `data_dir`.
     """
     folder = Path(data_dir) if data_dir else default_data_dir()
     folder = folder.expanduser().resolve()
+    url = url or os.environ.get("CONTREACT_DB_URL") or None
     if url:
         if url.startswith("postgresql://") or url.startswith("postgres://"):
             url = "postgresql+psycopg://" + url.split("://", 1)[1]

@@ -1,0 +1,1 @@
+"""Research commands: `contreact pei`, `report`, `export` (placeholder, being written)."""

@@ -1,0 +1,1 @@
+"""Commands for looking at the graph itself: `contreact graph` (placeholder, being written)."""
