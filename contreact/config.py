@@ -55,6 +55,7 @@ class Limits(_Strict):
     tool_output_chars: int = Field(8000, ge=100)
     memory_value_chars: int = Field(50_000, ge=1)
     output_reserve_tokens: int = Field(1024, ge=0)
+    cycle_seconds: float | None = Field(None, gt=0)
 
 
 class OperatorSettings(_Strict):
@@ -135,6 +136,7 @@ class Config(_Strict):
             tool_output_chars=self.limits.tool_output_chars,
             memory_value_chars=self.limits.memory_value_chars,
             output_reserve_tokens=self.limits.output_reserve_tokens,
+            cycle_seconds=self.limits.cycle_seconds,
             user_turn=self.user_turn,
             similarity_enabled=self.similarity.enabled,
             embedding_model=self.similarity.embedding_model,

@@ -56,6 +56,8 @@ class CycleStats(TypedDict):
     tokens_out: int
     model_seconds: float
     trims: int
+    out_of_time: bool
+    """The cycle's wall-clock limit passed: tools are withdrawn, the next answer closes it."""
 
 
 def new_stats() -> CycleStats:
@@ -75,6 +77,7 @@ def new_stats() -> CycleStats:
         tokens_out=0,
         model_seconds=0.0,
         trims=0,
+        out_of_time=False,
     )
 
 
@@ -110,6 +113,8 @@ class AgentState:
     """How often each (tool, arguments) signature was called this cycle."""
     advisory: str | None = None
     """Diversity advisory from the similarity monitor, for this cycle's system prompt only."""
+    cycle_started: float = 0.0
+    """Wall-clock time (epoch seconds) the cycle opened; for the per-cycle time limit."""
     status: RunStatus = "running"
 
 
@@ -129,6 +134,7 @@ def fresh_cycle(
         "stats": new_stats(),
         "call_counts": {},
         "advisory": advisory,
+        "cycle_started": 0.0,
         "status": "running",
     }
 
@@ -168,6 +174,8 @@ class Context:
     memory_value_chars: int = 50_000
     output_reserve_tokens: int = 1024
     """Tokens of `num_ctx` kept free for the answer when the prompt is trimmed."""
+    cycle_seconds: float | None = None
+    """Wall-clock limit per cycle; past it tools are withdrawn and the cycle closes."""
     user_turn: str = "Cycle {cycle} begins."
     """Each cycle's opening user turn (some models answer nothing without one)."""
     similarity_enabled: bool = True

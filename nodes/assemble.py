@@ -10,6 +10,7 @@ stay), then the oldest reflections. Each trim is logged as CONTEXT_TRIM.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from langchain_core.messages import HumanMessage, RemoveMessage
@@ -59,6 +60,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
         )
         messages = [HumanMessage(content=text, id=f"c{cycle}-open")]
         update["messages"] = messages
+        update["cycle_started"] = time.time()
 
     earlier = reflections(engine_of(ctx), ledger.run_id, before=cycle)
     budget = ctx.num_ctx - ctx.output_reserve_tokens

@@ -26,12 +26,25 @@ def tools_offered(stats: CycleStats, ctx: Context) -> bool:
     return (
         stats["tool_calls"] < ctx.max_tool_calls_per_cycle
         and stats["steps"] < ctx.max_steps_per_cycle - 1
+        and not stats["out_of_time"]
     )
 
 
 def steps_left(stats: CycleStats, ctx: Context) -> bool:
-    """Whether another model call is allowed in this cycle."""
-    return stats["steps"] < ctx.max_steps_per_cycle
+    """Whether another model call is allowed in this cycle.
+
+    Once the wall-clock limit has passed, the one call made without tools was the last.
+    """
+    return stats["steps"] < ctx.max_steps_per_cycle and not stats["out_of_time"]
+
+
+def past_time_limit(cycle_started: float, now: float, ctx: Context) -> bool:
+    """Whether the cycle has run longer than its wall-clock limit (if it has one)."""
+    return (
+        bool(ctx.cycle_seconds)
+        and cycle_started > 0
+        and now - cycle_started > (ctx.cycle_seconds or 0)
+    )
 
 
 @dataclass(frozen=True)

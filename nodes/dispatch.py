@@ -10,10 +10,12 @@ between here and the next checkpoint neither loses nor doubles a write.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from sqlalchemy import Connection, select
 
@@ -112,7 +114,50 @@ def _run_call(
             )
         return {"output": output, "error": outcome.error, "ran": refused is None}, batch
 
-    return ledger.commit(key, cycle, act)
+    try:
+        return ledger.commit(key, cycle, act)
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported to the model and logged as ERROR
+        # The tool's transaction rolled back, so nothing it did persists; record the failure
+        # so the model hears about it and the run goes on.
+        return ledger.commit(key, cycle, _failure(cycle, step, key, call, exc))
+
+
+def _failure(
+    cycle: int, step: int, key: str, call: PendingCall, exc: Exception
+) -> Callable[[Connection], tuple[dict[str, Any], list[Event]]]:
+    """The journal entry and events of a tool that raised unexpectedly."""
+    reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'}"
+    output = f"Error: the tool {call['name']} failed unexpectedly ({reason}). Nothing was changed."
+
+    def act(_conn: Connection) -> tuple[dict[str, Any], list[Event]]:
+        return {"output": output, "error": True, "ran": True}, [
+            Event(
+                "TOOL_CALL",
+                cycle,
+                key,
+                {
+                    "step": step,
+                    "call_id": call["id"],
+                    "tool_name": call["name"],
+                    "parameters": call["args"],
+                    "output": output,
+                    "error": True,
+                    "refused": False,
+                    "truncated": False,
+                    "duration_s": 0.0,
+                },
+            ),
+            Event(
+                "ERROR",
+                cycle,
+                f"{key}:error",
+                {"step": step, "kind": "tool_error", "message": reason, "tool_name": call["name"]},
+            ),
+        ]
+
+    return act
 
 
 def dispatch(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:

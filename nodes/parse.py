@@ -9,23 +9,24 @@ corrective turn naming the valid tools, and a cycle out of steps closes, flagged
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
-from graph.state import AgentState, Context, PendingCall
-from nodes.budgets import steps_left
+from graph.state import AgentState, Context, CycleStats, PendingCall
+from nodes.budgets import past_time_limit, steps_left
 from nodes.toolcalls import FinalAnswer, NoAnswer, ToolCalls, parse_response, server_parse_error
 from tools.registry import PARAMETER_SCHEMAS
 
 
-def _close(text: str, *flags: str) -> dict[str, Any]:
+def _close(text: str, stats: CycleStats, *flags: str) -> dict[str, Any]:
     """End the cycle with `text` as its reflection; an empty one is flagged."""
     marks = list(flags)
     if not text:
         marks.append("empty_reflection")
-    return {"outcome": "final", "final_text": text, "flags": marks, "pending": []}
+    return {"outcome": "final", "final_text": text, "flags": marks, "pending": [], "stats": stats}
 
 
 def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -46,18 +47,22 @@ def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
         else parse_response(content, message.tool_calls, PARAMETER_SCHEMAS)
     )
     more_steps = steps_left(stats, ctx)
+    budget_flag = "time_budget_exhausted" if stats["out_of_time"] else "step_budget_exhausted"
+    if not stats["out_of_time"] and past_time_limit(state.cycle_started, time.time(), ctx):
+        # Calls made in time still run; the next model call gets no tools and closes the cycle.
+        stats = {**stats, "out_of_time": True}
 
     if isinstance(outcome, FinalAnswer):
-        return {"outcome": "final", "final_text": outcome.text, "pending": []}
+        return {"outcome": "final", "final_text": outcome.text, "pending": [], "stats": stats}
 
     if isinstance(outcome, ToolCalls):
         if not more_steps:
-            return _close(outcome.text, "step_budget_exhausted")
+            return _close(outcome.text, stats, budget_flag)
         pending = [
             PendingCall(id=f"c{cycle}-s{step}-t{i}", name=c.name, args=c.args, error=c.error)
             for i, c in enumerate(outcome.calls)
         ]
-        update: dict[str, Any] = {"outcome": "calls", "pending": pending}
+        update: dict[str, Any] = {"outcome": "calls", "pending": pending, "stats": stats}
         if outcome.layer != "native":
             attached = [
                 {"name": p["name"], "args": p["args"], "id": p["id"], "type": "tool_call"}
@@ -75,7 +80,7 @@ def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
                 "messages": [HumanMessage(content=outcome.feedback, id=f"c{cycle}-s{step}-nudge")],
                 "stats": {**stats, "nudges": stats["nudges"] + 1},
             }
-        return _close("", "nudges_exhausted" if more_steps else "step_budget_exhausted")
+        return _close("", stats, "nudges_exhausted" if more_steps else budget_flag)
     if more_steps:
         return {
             "outcome": "retry",
@@ -83,4 +88,4 @@ def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
             "messages": [HumanMessage(content=outcome.feedback, id=f"c{cycle}-s{step}-fix")],
             "stats": {**stats, "errors": stats["errors"] + 1},
         }
-    return _close("", "malformed_output", "step_budget_exhausted")
+    return _close("", stats, "malformed_output", budget_flag)
