@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import Backend, cli, cli_start, event_summary, kill_when, read_log, write_config
 
+from conftest import Backend, cli, cli_start, event_summary, kill_when, read_log, write_config
 from contreact.stub import StubServer
 
 KILLS = [

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from conftest import Backend, cli, read_log, scripted_stub, write_config
-
 from nodes.prompts import SYSTEM_PROMPT
 
 TOOL_NAMES = ["write", "read", "list", "delete", "pattern_search", "send_message_to_operator"]

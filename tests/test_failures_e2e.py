@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from conftest import Backend, cli, read_log, write_config
-
 from contreact.stub import StubServer
 
 

@@ -1,4 +1,4 @@
-"""End to end against the stub: every tool-call format, budgets, nudges, a long cycle in a small context."""
+"""End to end on the stub: tool-call formats, budgets, nudges, a long cycle in a small context."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ FORMATS = {
     # Thinking, then fenced JSON with a "parameters" key and a boolean for a string.
     3: [
         text(
-            '<think>I will store c.</think>```json\n{"name": "write", "parameters": {"key": "c", "value": true}}\n```'
+            "<think>I will store c.</think>```json\n"
+            '{"name": "write", "parameters": {"key": "c", "value": true}}\n```'
         ),
         text("<thinking>done</thinking>Reflection 3: fenced."),
     ],
@@ -196,8 +197,10 @@ def test_empty_answers_are_nudged(tmp_path: Path, sqlite_backend: Backend) -> No
 
 
 class LongCycleAgent:
-    """Writes 20 keys of 5 kB, reads 19 back, then answers; decides from the last message only,
-    so trimming the history cannot confuse it."""
+    """Writes 20 keys of 5 kB, reads 19 back, then answers.
+
+    It decides from the last message only, so trimming the history cannot confuse it.
+    """
 
     VALUE = "x" * 5000
 
