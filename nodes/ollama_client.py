@@ -128,6 +128,7 @@ class RetryPolicy:
     base_s: float = 1.0
     cap_s: float = 16.0
     sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
 
     def delay(self, attempt: int) -> float:
@@ -148,7 +149,7 @@ def with_retries(
         ModelCallError: a permanent error, or the last transient one once retries are spent.
     """
     failures: list[dict[str, Any]] = []
-    started = time.monotonic()
+    started = policy.clock()
     attempt = 0
     while True:
         try:
@@ -161,7 +162,7 @@ def with_retries(
             if not error.transient or attempt > policy.retries:
                 raise error from exc
             wait = policy.delay(attempt)
-            if time.monotonic() - started + wait > policy.budget_s:
+            if policy.clock() - started + wait > policy.budget_s:
                 raise error from exc
             if on_retry:
                 on_retry(attempt, error, wait)
