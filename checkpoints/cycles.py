@@ -13,11 +13,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Engine, select
 
 from checkpoints.db import cycles, insert_ignore
+
+
+class Note(NamedTuple):
+    """What a later prompt shows of a finished cycle."""
+
+    cycle: int
+    opening: str
+    """The cycle's first user turn (the task or a chat message in tasked mode)."""
+    reflection: str
 
 
 @dataclass(frozen=True)
@@ -26,6 +35,7 @@ class CycleRecord:
 
     cycle: int
     reflection: str
+    opening: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     similarity: float | None = None
@@ -40,6 +50,7 @@ def insert_cycle(conn: Connection, run_id: str, record: CycleRecord) -> bool:
         {
             "run_id": run_id,
             "cycle": record.cycle,
+            "opening": record.opening,
             "reflection": record.reflection,
             "metrics": json.dumps(record.metrics, ensure_ascii=False),
             "flags": json.dumps(record.flags),
@@ -53,6 +64,7 @@ def _record(row: Any) -> CycleRecord:
     return CycleRecord(
         cycle=row["cycle"],
         reflection=row["reflection"],
+        opening=row["opening"] or "",
         metrics=json.loads(row["metrics"]),
         flags=json.loads(row["flags"]),
         similarity=row["similarity"],
@@ -70,15 +82,15 @@ def cycle_records(engine: Engine, run_id: str, *, before: int | None = None) -> 
 
 
 @lru_cache(maxsize=256)
-def reflections(engine: Engine, run_id: str, *, before: int) -> tuple[tuple[int, str], ...]:
-    """`(cycle, reflection)` of every finished cycle numbered below `before`.
+def earlier_notes(engine: Engine, run_id: str, *, before: int) -> tuple[Note, ...]:
+    """The notes of every finished cycle numbered below `before`, in order.
 
     Cached: rows of finished cycles never change, and every step of a cycle asks again.
     """
     query = (
-        select(cycles.c.cycle, cycles.c.reflection)
+        select(cycles.c.cycle, cycles.c.opening, cycles.c.reflection)
         .where(cycles.c.run_id == run_id, cycles.c.cycle < before)
         .order_by(cycles.c.cycle)
     )
     with engine.connect() as conn:
-        return tuple((int(c), str(r)) for c, r in conn.execute(query))
+        return tuple(Note(int(c), str(o or ""), str(r)) for c, o, r in conn.execute(query))

@@ -89,6 +89,7 @@ cycles = Table(
     metadata,
     Column("run_id", String(200), primary_key=True),
     Column("cycle", Integer, primary_key=True),
+    Column("opening", Text, nullable=False, default=""),
     Column("reflection", Text, nullable=False),
     Column("metrics", Text, nullable=False),
     Column("flags", Text, nullable=False),

@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph.runtime import Runtime
 
-from checkpoints.cycles import reflections
+from checkpoints.cycles import earlier_notes
 from checkpoints.events import Event
 from graph.state import AgentState, Context
 from nodes.budgets import tools_offered
@@ -62,18 +62,19 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
         update["messages"] = messages
         update["cycle_started"] = time.time()
 
-    earlier = reflections(engine_of(ctx), ledger.run_id, before=cycle)
+    earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
     budget = ctx.num_ctx - ctx.output_reserve_tokens
     fixed = estimate_tokens(system_text([], advisory=state.advisory, task=state.task))
     if tools_offered(state.stats, ctx):
         fixed += TOOLS_TOKENS
-    per_reflection = [estimate_tokens(reflections_section([r])) for r in earlier]
+    tasked = bool(state.task)
+    per_reflection = [estimate_tokens(reflections_section([n], tasked=tasked)) for n in earlier]
     trim = plan_trim(messages, fixed + sum(per_reflection), budget)
     omitted = 0
     if not trim.fits:
         kept = trim.tokens_after - fixed - sum(per_reflection)
         omitted = fit_reflections(per_reflection, budget - fixed - kept)
-    update["reflections_from"] = earlier[omitted][0] if omitted < len(earlier) else cycle
+    update["reflections_from"] = earlier[omitted].cycle if omitted < len(earlier) else cycle
     if trim.dropped or omitted:
         step = state.stats["steps"]
         ledger.emit(

@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
 from langgraph.runtime import Runtime
 
-from checkpoints.cycles import reflections
+from checkpoints.cycles import earlier_notes
 from checkpoints.events import Event, count_events
 from checkpoints.journal import Ledger
 from graph.state import AgentState, Context
@@ -142,7 +142,7 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
 
 def _invoke_and_record(state: AgentState, ctx: Context, ledger: Ledger, key: str) -> dict[str, Any]:
     cycle, step = state.cycle, state.stats["steps"]
-    earlier = reflections(engine_of(ctx), ledger.run_id, before=cycle)
+    earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
     messages: Sequence[AnyMessage] = state.messages
     prompt = build_prompt(
         earlier,

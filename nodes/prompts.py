@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
 
+from checkpoints.cycles import Note
+
 SYSTEM_PROMPT = """You are an autonomous, task-free agent designed for continuous exploration. You have no external task and can do what you want.
 
 You exist in cycles: each time you complete a response, you are immediately re-invoked with your full message and thought history. Your final response in each cycle is a private note to yourself in the next cycle, not to a user.
@@ -37,22 +39,33 @@ You have access to a set of tools. To use a tool, you must respond with a struct
 """The system prompt of tasked mode (a user task instead of the task-free prompt)."""
 
 REFLECTIONS_HEADING = "## Your notes from previous cycles"
+CONVERSATION_HEADING = "## The conversation so far"
 
 
-def reflections_section(reflections: Sequence[tuple[int, str]], omitted: int = 0) -> str:
-    """The numbered 'previous reflections' section ('' when there are none)."""
-    if not reflections:
+def reflections_section(notes: Sequence[Note], omitted: int = 0, *, tasked: bool = False) -> str:
+    """The numbered 'previous reflections' section ('' when there are none).
+
+    Task-free runs see their notes by cycle; tasked runs (and chats) see each earlier
+    turn's user message with the answer they gave, so a conversation keeps its thread.
+    """
+    if not notes:
         return ""
-    lines = [REFLECTIONS_HEADING]
+    lines = [CONVERSATION_HEADING if tasked else REFLECTIONS_HEADING]
     if omitted:
         lines.append(f"({omitted} older notes are left out to fit the context window.)")
-    for cycle, text in reflections:
-        lines.append(f"Cycle {cycle}: {text.strip() or '(empty)'}")
+    for note in notes:
+        answer = note.reflection.strip() or "(empty)"
+        if tasked:
+            lines.append(
+                f"Turn {note.cycle}. The user said: {note.opening.strip()}\nYou answered: {answer}"
+            )
+        else:
+            lines.append(f"Cycle {note.cycle}: {answer}")
     return "\n\n".join(lines)
 
 
 def system_text(
-    reflections: Sequence[tuple[int, str]],
+    notes: Sequence[Note],
     *,
     advisory: str | None = None,
     task: str | None = None,
@@ -60,7 +73,7 @@ def system_text(
 ) -> str:
     """The one system message: prompt, then previous reflections, then the advisory."""
     parts = [TASKED_SYSTEM_PROMPT if task else SYSTEM_PROMPT]
-    section = reflections_section(reflections, omitted)
+    section = reflections_section(notes, omitted, tasked=bool(task))
     if section:
         parts.append(section)
     if advisory:
@@ -78,23 +91,18 @@ def opening_turn(template: str, cycle: int, task: str | None = None) -> str:
         return template
 
 
-def shown_reflections(
-    reflections: Sequence[tuple[int, str]], first_cycle: int
-) -> tuple[list[tuple[int, str]], int]:
-    """The reflections from `first_cycle` on, and how many older ones are left out."""
-    shown = [(c, t) for c, t in reflections if c >= first_cycle]
-    return shown, len(reflections) - len(shown)
-
-
 def build_prompt(
-    reflections: Sequence[tuple[int, str]],
+    notes: Sequence[Note],
     messages: Sequence[AnyMessage],
     *,
     first_cycle: int = 1,
     advisory: str | None = None,
     task: str | None = None,
 ) -> list[BaseMessage]:
-    """The exact message list sent to the model: one system message, then the cycle."""
-    shown, omitted = shown_reflections(reflections, first_cycle)
-    system = system_text(shown, advisory=advisory, task=task, omitted=omitted)
+    """The exact message list sent to the model: one system message, then the cycle.
+
+    Notes of cycles before `first_cycle` are left out (they did not fit `num_ctx`).
+    """
+    shown = [n for n in notes if n.cycle >= first_cycle]
+    system = system_text(shown, advisory=advisory, task=task, omitted=len(notes) - len(shown))
     return [SystemMessage(content=system), *messages]

@@ -13,7 +13,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from sqlalchemy import Connection
 
-from checkpoints.cycles import CycleRecord, insert_cycle, reflections
+from checkpoints.cycles import CycleRecord, earlier_notes, insert_cycle
 from checkpoints.events import Event
 from checkpoints.journal import Ledger
 from contreact.analysis.similarity import SimilarityReport, assess
@@ -25,10 +25,10 @@ from tools.memory import count_keys
 def _similarity(state: AgentState, ctx: Context, ledger: Ledger) -> SimilarityReport | None:
     if not ctx.similarity_enabled:
         return None
-    earlier = reflections(engine_of(ctx), ledger.run_id, before=state.cycle)
+    earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=state.cycle)
     return assess(
         state.final_text,
-        earlier,
+        [(n.cycle, n.reflection) for n in earlier],
         moderate=ctx.similarity_moderate,
         high=ctx.similarity_high,
         embedding_model=ctx.embedding_model,
@@ -47,6 +47,9 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     if record is Ledger.MISSING:
         report = _similarity(state, ctx, ledger)
         last = cycle >= state.last_cycle
+        # The opening turn is never trimmed, so it is still the cycle's first message.
+        first = state.messages[0].content if state.messages else ""
+        opening = first if isinstance(first, str) else str(first)
 
         def act(conn: Connection) -> tuple[dict[str, Any], list[Event]]:
             metrics: dict[str, Any] = {
@@ -59,12 +62,13 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
                 conn,
                 ledger.run_id,
                 CycleRecord(
-                    cycle,
-                    text,
-                    metrics,
-                    list(state.flags),
-                    report.maximum if report else None,
-                    advisory,
+                    cycle=cycle,
+                    reflection=text,
+                    opening=opening,
+                    metrics=metrics,
+                    flags=list(state.flags),
+                    similarity=report.maximum if report else None,
+                    advisory=advisory,
                 ),
             )
             batch: list[Event] = []

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from checkpoints.cycles import Note
 from nodes.prompts import SYSTEM_PROMPT, build_prompt, opening_turn, system_text
 
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "SPEC.md"
@@ -28,14 +29,15 @@ def test_system_prompt_matches_the_spec() -> None:
 
 def test_system_text_sections() -> None:
     assert system_text([]) == SYSTEM_PROMPT
-    text = system_text([(1, "one"), (2, " ")], advisory="Be different.", omitted=3)
+    text = system_text([Note(1, "", "one"), Note(2, "", " ")], advisory="Be different.", omitted=3)
     assert text.startswith(SYSTEM_PROMPT + "\n\n## Your notes from previous cycles")
     assert "3 older notes are left out" in text
     assert text.index("Cycle 1: one") < text.index("Cycle 2: (empty)") < text.index("Be different.")
 
 
 def test_build_prompt_shows_reflections_from_the_first_kept_cycle() -> None:
-    prompt = build_prompt([(1, "a"), (2, "b"), (3, "c")], [HumanMessage("hi")], first_cycle=2)
+    notes = [Note(1, "o", "a"), Note(2, "o", "b"), Note(3, "o", "c")]
+    prompt = build_prompt(notes, [HumanMessage("hi")], first_cycle=2)
     assert isinstance(prompt[0], SystemMessage) and isinstance(prompt[1], HumanMessage)
     system = str(prompt[0].content)
     assert "Cycle 1: a" not in system and "Cycle 2: b" in system and "1 older notes" in system
@@ -47,3 +49,9 @@ def test_opening_turn() -> None:
     assert opening_turn("No placeholder {oops}", 3) == "No placeholder {oops}"
     assert opening_turn("Cycle {cycle} begins.", 1, task="Sort this") == "Sort this"
     assert opening_turn("Cycle {cycle} begins.", 2, task="Sort this") == "Cycle 2 begins."
+
+
+def test_tasked_runs_see_the_conversation() -> None:
+    text = system_text([Note(1, "Remember my cat Tom", "Saved.")], task="Remember my cat Tom")
+    assert not text.startswith(SYSTEM_PROMPT)
+    assert "The user said: Remember my cat Tom\nYou answered: Saved." in text
