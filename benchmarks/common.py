@@ -151,7 +151,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: st
         rows: Cells (anything ``str()`` can render; floats via :func:`fmt`).
         title: A line printed above the table.
     """
-    cells = [[fmt(c) if isinstance(c, float) else str(c) for c in row] for row in rows]
+    cells = [[_cell(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
     numeric = [all(_is_number(r[i]) for r in cells) and bool(cells) for i in range(len(headers))]
 
@@ -167,6 +167,16 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: st
     print(line(["-" * w for w in widths]))
     for row in cells:
         print(line(row))
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return fmt(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
 
 
 def _is_number(text: str) -> bool:

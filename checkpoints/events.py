@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, func, select
 
 from checkpoints.db import Storage, events, insert_ignore
 
@@ -118,13 +118,14 @@ def rebuild_log(engine: Engine, storage: Storage, run_id: str) -> Path:
     return path
 
 
-def count_events(engine: Engine, run_id: str, key_prefix: str) -> int:
-    """How many of a run's events have keys starting with `key_prefix`."""
+def count_events(
+    engine: Engine, run_id: str, *, key_prefix: str | None = None, event_type: str | None = None
+) -> int:
+    """How many of a run's events have keys starting with `key_prefix` / are of `event_type`."""
+    query = select(func.count()).select_from(events).where(events.c.run_id == run_id)
+    if key_prefix is not None:
+        query = query.where(events.c.key.startswith(key_prefix, autoescape=True))
+    if event_type is not None:
+        query = query.where(events.c.event_type == event_type)
     with engine.connect() as conn:
-        return len(
-            conn.execute(
-                select(events.c.id).where(
-                    events.c.run_id == run_id, events.c.key.startswith(key_prefix, autoescape=True)
-                )
-            ).all()
-        )
+        return int(conn.execute(query).scalar_one())

@@ -22,6 +22,9 @@ DEFAULT_OPERATOR_REPLY = (
 )
 
 
+NO_REPLY_TEXT = "(The operator did not reply.)"
+
+
 class ConfigError(Exception):
     """A config that cannot be used; the message names every bad field and the file."""
 
@@ -59,10 +62,25 @@ class Limits(_Strict):
 
 
 class OperatorSettings(_Strict):
-    """Who answers `send_message_to_operator`."""
+    """Who answers `send_message_to_operator`.
+
+    `auto` answers at once, unattended: with `no_reply` the no-reply text; else the next
+    of `replies` (or of the lines of `replies_file`), in order; once they run out, `reply`.
+    """
 
     mode: Literal["terminal", "auto", "queue"] = "auto"
     reply: str = DEFAULT_OPERATOR_REPLY
+    replies: list[str] | None = None
+    replies_file: str | None = None
+    no_reply: bool = False
+
+    def auto_reply(self, answered: int) -> str:
+        """The `auto` reply to the operator message after `answered` earlier ones."""
+        if self.no_reply:
+            return NO_REPLY_TEXT
+        if self.replies and answered < len(self.replies):
+            return self.replies[answered]
+        return self.reply
 
 
 class SimilaritySettings(_Strict):
@@ -214,7 +232,26 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Co
         data = {}
     if isinstance(data, dict):
         data = apply_overrides(data, overrides or {})
+        data = _read_replies_file(data, file)
     return parse_config(data, str(file))
+
+
+def _read_replies_file(data: dict[str, Any], config_file: Path) -> dict[str, Any]:
+    """Inline `operator.replies_file` as `operator.replies`, so a resumed run needs no file."""
+    operator = data.get("operator")
+    if not isinstance(operator, dict) or not operator.get("replies_file"):
+        return data
+    path = Path(str(operator["replies_file"]))
+    if not path.is_absolute():
+        path = config_file.parent / path
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(
+            f"{config_file}: `operator.replies_file`: cannot read {path} ({exc.strerror or exc})"
+        ) from None
+    replies = [line.strip() for line in lines if line.strip()]
+    return {**data, "operator": {**operator, "replies": replies, "replies_file": str(path)}}
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from langgraph.types import Command
 
 from checkpoints.cycles import cycle_records
 from checkpoints.db import Storage, engine_for
-from checkpoints.events import Event, rebuild_log
+from checkpoints.events import Event, count_events, rebuild_log
 from checkpoints.fork import copy_history
 from checkpoints.journal import Ledger
 from checkpoints.registry import (
@@ -29,6 +29,7 @@ from checkpoints.registry import (
     RunStatus,
     create_run,
     get_run,
+    list_runs,
     set_status,
 )
 from checkpoints.saver import open_saver
@@ -98,6 +99,10 @@ class RunAlreadyCompletedError(Exception):
     """`resume` of a completed run without `--cycles`."""
 
 
+class NotWaitingError(Exception):
+    """`reply` to a run that is not paused on an operator message."""
+
+
 class OperatorUnavailableError(Exception):
     """The terminal policy needs a console and there is none."""
 
@@ -136,6 +141,7 @@ def resume_run(
     *,
     extra_cycles: int | None = None,
     opening: str | None = None,
+    reply: str | None = None,
     overrides: dict[str, Any] | None = None,
     progress: Progress | None = None,
     ask_operator: AskOperator | None = None,
@@ -148,6 +154,7 @@ def resume_run(
         extra_cycles: Cycles to add to a completed run.
         opening: The first added cycle's opening user turn (a chat turn), instead of the
             `user_turn` template.
+        reply: The operator's answer to the message the run is paused on (queue mode).
         overrides: CLI overrides of the stored config (`model`, `host`).
         progress: Where to report progress.
         ask_operator: How the terminal policy asks a person.
@@ -155,6 +162,7 @@ def resume_run(
     Raises:
         RunNotFoundError: no such run.
         RunAlreadyCompletedError: the run is complete and no extension was asked for.
+        NotWaitingError: a reply was given but the run is not waiting for one.
     """
     engine = engine_for(storage)
     record = get_run(engine, run_id)
@@ -174,7 +182,9 @@ def resume_run(
             host=config.to_context().ollama_host,
         )
     extension = (extra_cycles, opening) if extra_cycles else None
-    return _drive(record, config, storage, extension, progress, ask_operator, resume=True)
+    return _drive(
+        record, config, storage, extension, progress, ask_operator, resume=True, reply=reply
+    )
 
 
 def fork_run(
@@ -264,6 +274,7 @@ def _drive(
     ask_operator: AskOperator | None,
     *,
     resume: bool = False,
+    reply: str | None = None,
 ) -> RunOutcome:
     progress = progress or SilentProgress()
     ctx = config.to_context(data_dir=str(storage.data_dir))
@@ -274,6 +285,12 @@ def _drive(
         graph = builder.compile(checkpointer=saver, name="contreact")
         thread: RunnableConfig = {"configurable": {"thread_id": record.thread_id}}
         state, payload = _starting_point(graph, thread, record, config, storage, extension)
+        if reply is not None:
+            asks = _operator_asks(graph.get_state(thread))
+            if not asks:
+                raise NotWaitingError(record.run_id)
+            progress.operator(str(asks[0].get("message", "")), reply, "queue")
+            payload = Command(resume={"reply": reply, "policy": "queue"})
         set_status(engine, record.run_id, "running", claim=True)
         progress.started(record, state, resume and state is not None)
         # A dict payload opens a cycle (new run, fork, extension); None continues `state`.
@@ -311,13 +328,21 @@ def _drive(
                 finish("failed", f"{type(exc).__name__}: {exc}")
                 raise
             snapshot = graph.get_state(thread)
-            asks = [i.value for i in snapshot.interrupts if _is_operator(i.value)]
+            asks = _operator_asks(snapshot)
             if not asks:
                 if snapshot.values.get("status") == "completed" and not snapshot.next:
                     return finish("completed")
                 return finish("failed", f"the graph stopped unexpectedly before {snapshot.next}")
             message = str(asks[0].get("message", ""))
-            answer = _answer(config, message, ask_operator)
+            answered = count_events(engine, record.run_id, event_type="OPERATOR_MESSAGE")
+            try:
+                answer = _answer(config, message, ask_operator, answered)
+            except OperatorUnavailableError as exc:
+                # No console to ask on: wait in the queue rather than fail the run.
+                progress.operator(message, None, "queue")
+                return finish(
+                    "paused", f"{exc}; answer with `contreact reply {record.run_id} TEXT`"
+                )
             if answer is None:
                 progress.operator(message, None, "queue")
                 return finish("paused", "waiting for the operator's reply")
@@ -356,22 +381,63 @@ def _starting_point(
     return state, {**fresh_cycle(state.cycle + 1, advisory, opening), "last_cycle": last}
 
 
-def _is_operator(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("type") == OPERATOR_INTERRUPT
+def _operator_asks(snapshot: Any) -> list[dict[str, Any]]:
+    """The operator messages a state snapshot is paused on."""
+    return [
+        i.value
+        for i in snapshot.interrupts
+        if isinstance(i.value, dict) and i.value.get("type") == OPERATOR_INTERRUPT
+    ]
+
+
+@dataclass(frozen=True)
+class PendingMessage:
+    """An agent's message waiting for the operator's reply."""
+
+    run_id: str
+    cycle: int
+    message: str
+    since: str
+    """When the run paused on it (ISO-8601 UTC)."""
+
+
+def pending_operator_messages(storage: Storage) -> list[PendingMessage]:
+    """The messages every paused run of this storage is waiting on, oldest first."""
+    engine = engine_for(storage)
+    paused = [r for r in list_runs(engine) if r.status == "paused"]
+    found: list[PendingMessage] = []
+    if not paused:
+        return found
+    with open_saver(storage) as saver:
+        graph = builder.compile(checkpointer=saver)
+        for record in paused:
+            snapshot = graph.get_state({"configurable": {"thread_id": record.thread_id}})
+            for ask in _operator_asks(snapshot):
+                found.append(
+                    PendingMessage(
+                        record.run_id,
+                        int(ask.get("cycle", 0)),
+                        str(ask.get("message", "")),
+                        str(snapshot.created_at or record.updated_at),
+                    )
+                )
+    return sorted(found, key=lambda p: p.since)
 
 
 def _answer(
-    config: Config, message: str, ask_operator: AskOperator | None
+    config: Config, message: str, ask_operator: AskOperator | None, answered: int
 ) -> dict[str, str] | None:
-    """The reply by the run's operator policy; None leaves the run paused (queue)."""
+    """The reply by the run's operator policy; None leaves the run paused (queue).
+
+    `answered` counts the run's earlier operator messages, so replies from a list are
+    handed out in order, also across resumes.
+    """
     mode = config.operator.mode
     if mode == "auto":
-        return {"reply": config.operator.reply, "policy": "auto"}
+        return {"reply": config.operator.auto_reply(answered), "policy": "auto"}
     if mode == "terminal":
         if ask_operator is None:
-            raise OperatorUnavailableError(
-                "operator mode 'terminal' needs an interactive console; use mode 'queue' or 'auto'"
-            )
+            raise OperatorUnavailableError("operator mode 'terminal' has no console to ask on")
         return {"reply": ask_operator(message), "policy": "terminal"}
     return None
 

@@ -155,7 +155,7 @@ def _invoke_and_record(state: AgentState, ctx: Context, ledger: Ledger, key: str
     try:
         record = _call_model(ctx, prompt, with_tools)
     except ModelCallError as error:
-        n = count_events(ledger.engine, ledger.run_id, step_key(cycle, step, "error:"))
+        n = count_events(ledger.engine, ledger.run_id, key_prefix=step_key(cycle, step, "error:"))
         ledger.emit(
             Event(
                 "ERROR",

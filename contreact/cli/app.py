@@ -18,6 +18,7 @@ from checkpoints.db import Storage, resolve_storage
 from checkpoints.registry import RunExistsError, RunNotFoundError
 from contreact.config import ConfigError
 from contreact.runner import (
+    NotWaitingError,
     OperatorUnavailableError,
     RunAlreadyCompletedError,
     RunOutcome,
@@ -73,6 +74,8 @@ def guarded(action: Callable[[], T]) -> T:
         )
     except OperatorUnavailableError as exc:
         fail(str(exc), 2)
+    except NotWaitingError as exc:
+        fail(f"run {exc} is not waiting for the operator (see `contreact operator`)", 2)
     except KeyboardInterrupt:
         fail("interrupted", 130)
     except Exception as exc:
@@ -92,9 +95,7 @@ def storage(config_dir: str | None = None, config_url: str | None = None) -> Sto
 def ask_on_terminal(message: str) -> str:
     """The terminal operator policy: show the agent's message, read a reply."""
     if not sys.stdin.isatty():
-        raise OperatorUnavailableError(
-            "operator mode 'terminal' needs an interactive console; use mode 'queue' or 'auto'"
-        )
+        raise OperatorUnavailableError("operator mode 'terminal' found no interactive console")
     out.print(f"\n[bold magenta]Message from the agent:[/] {message}")
     return str(typer.prompt("Your reply"))
 

@@ -1,0 +1,353 @@
+"""LangGraph Studio: the real `langgraph dev` server over the CLI's data directory.
+
+One dev server (started from the repository root on langgraph.json, offline, no API key)
+serves the module: it must expose the graph and its five nodes, run cycles against the
+stub through the HTTP API, pause on an operator message and resume with the reply given
+through the API, and show runs the CLI made in the same data directory, without harming
+them. A last test opens the Studio checkpointer in-process on both storage backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import ROOT, Backend, cli, cli_env, read_log, scripted_stub, write_config
+
+pytestmark = pytest.mark.slow
+
+NODES = {"assemble", "invoke", "parse", "dispatch", "reflect"}
+STARTUP_TIMEOUT_S = 60.0
+DEAD_PROXY = "http://127.0.0.1:9"
+
+
+def call(name: str, **arguments: str) -> dict[str, object]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class DevServer:
+    url: str
+    backend: Backend
+    log: Path
+    startup_s: float
+
+    def client(self) -> httpx.Client:
+        # trust_env=False: the server's environment has dead proxies, the test's may too.
+        return httpx.Client(base_url=self.url, timeout=60, trust_env=False)
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+def server_env(data_dir: Path) -> dict[str, str]:
+    """The CLI's environment, minus every credential, with the network closed off."""
+    env = cli_env({"CONTREACT_HOME": str(data_dir)})
+    for key in list(env):
+        if key.endswith("_API_KEY") or key in ("CONTREACT_DB_URL", "LANGSMITH_ENDPOINT"):
+            del env[key]
+    # Anything that tries to go online fails at once; the stub is on 127.0.0.1.
+    for key in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        env[key] = env[key.lower()] = DEAD_PROXY
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    env["LANGSMITH_TRACING"] = env["LANGCHAIN_TRACING_V2"] = "false"
+    return env
+
+
+@pytest.fixture(scope="module")
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    root = tmp_path_factory.mktemp("studio")
+    backend = Backend("sqlite", root / "runs")
+    # The project's own langgraph.json, plus `disable_persistence` so that the test's
+    # threads do not land in the repository's .langgraph_api cache. Paths in it are
+    # relative to the working directory, which stays the repository root.
+    config = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
+    config["disable_persistence"] = True
+    config_path = root / "langgraph.json"
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    langgraph = Path(sys.executable).parent / "langgraph"
+    if not langgraph.exists():
+        pytest.fail(f"{langgraph} is missing: install the dev extra (pip install -e '.[dev]')")
+    port = free_port()
+    log = root / "dev-server.log"
+    started = time.monotonic()
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port)]
+            + ["--config", str(config_path)],
+            cwd=ROOT,
+            env=server_env(backend.data_dir),
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the finally kills all of it
+        )
+    server = DevServer(f"http://127.0.0.1:{port}", backend, log, 0.0)
+    try:
+        with server.client() as client:
+            while True:
+                if proc.poll() is not None:
+                    pytest.fail(
+                        f"langgraph dev exited with {proc.returncode}:\n{server.log_text()}"
+                    )
+                if time.monotonic() - started > STARTUP_TIMEOUT_S:
+                    pytest.fail(
+                        f"langgraph dev not up after {STARTUP_TIMEOUT_S}s:\n{server.log_text()}"
+                    )
+                try:
+                    if client.get("/ok", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
+        server.startup_s = time.monotonic() - started
+        print(f"langgraph dev answered /ok after {server.startup_s:.1f}s")
+        yield server
+    finally:
+        from checkpoints.db import dispose_engines
+
+        dispose_engines()
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=15)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=15)
+
+
+def assert_no_blocking_calls(server: DevServer) -> None:
+    """Blockbuster raises BlockingError in the server for sync I/O on its event loop."""
+    text = server.log_text()
+    assert "BlockingError" not in text and "Blocking call" not in text, text[-4000:]
+
+
+OPERATOR_SCRIPT = {
+    1: [
+        call("write", key="topic", value="tides"),
+        call("send_message_to_operator", message="Is anyone there?"),
+        {"content": "Reflection one: the operator answered."},
+    ],
+    2: [{"content": "Reflection two."}],
+}
+
+
+def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) -> None:
+    from checkpoints.db import engine_for
+    from checkpoints.saver import open_saver
+    from graph import builder
+    from tools.memory import memory_snapshot
+
+    assert dev_server.startup_s < 45
+    with dev_server.client() as api, scripted_stub(OPERATOR_SCRIPT) as stub:
+        # The graph and its five nodes, as Studio finds them.
+        assistants = api.post("/assistants/search", json={"graph_id": "contreact"}).json()
+        assert len(assistants) == 1
+        drawn = api.get(f"/assistants/{assistants[0]['assistant_id']}/graph").json()
+        assert {n["id"] for n in drawn["nodes"]} == NODES | {"__start__", "__end__"}
+        routed = {(e["source"], e["target"]) for e in drawn["edges"] if e.get("conditional")}
+        assert routed == {
+            ("parse", "dispatch"),
+            ("parse", "assemble"),
+            ("parse", "reflect"),
+            ("reflect", "assemble"),
+            ("reflect", "__end__"),
+        }
+
+        thread_id = str(uuid.uuid4())
+        assert api.post("/threads", json={"thread_id": thread_id}).status_code == 200
+        context = {
+            "model": "stub-model",
+            "ollama_host": stub.url,
+            "timeout_s": 20,
+            "retries": 1,
+            "retry_budget_s": 10,
+        }
+        first = api.post(
+            f"/threads/{thread_id}/runs/wait",
+            json={
+                "assistant_id": "contreact",
+                "input": {"run_id": "studio-run", "last_cycle": 2},
+                "context": context,
+            },
+        )
+        assert first.status_code == 200, first.text
+
+        # Paused in dispatch on the operator message, nothing answered yet.
+        state = api.get(f"/threads/{thread_id}/state").json()
+        assert state["next"] == ["dispatch"]
+        asks = [i["value"] for t in state["tasks"] for i in t["interrupts"]]
+        assert asks == [
+            {
+                "type": "operator_message",
+                "run_id": "studio-run",
+                "cycle": 1,
+                "message": "Is anyone there?",
+            }
+        ]
+        assert api.get(f"/threads/{thread_id}").json()["status"] == "interrupted"
+        assert len(stub.requests()) == 2
+
+        resumed = api.post(
+            f"/threads/{thread_id}/runs/wait",
+            json={
+                "assistant_id": "contreact",
+                "command": {"resume": "Yes, I read you."},
+                "context": context,
+            },
+        )
+        assert resumed.status_code == 200, resumed.text
+        requests = stub.requests()
+        state = api.get(f"/threads/{thread_id}/state").json()
+        assert api.get(f"/threads/{thread_id}").json()["status"] == "idle"
+
+    assert state["next"] == []
+    assert {k: state["values"][k] for k in ("run_id", "cycle", "status")} == {
+        "run_id": "studio-run",
+        "cycle": 2,
+        "status": "completed",
+    }
+    # The model got the reply as the tool result, once.
+    tool_turns = [m for m in requests[2]["body"]["messages"] if m["role"] == "tool"]
+    assert tool_turns[-1]["content"] == "Yes, I read you."
+    assert len(requests) == 4
+
+    # Persisted where the CLI looks: the event log, the memory table, the checkpoints.
+    storage = dev_server.backend.storage()
+    log = read_log(dev_server.backend, "studio-run")
+    operator = [e for e in log if e["event_type"] == "OPERATOR_MESSAGE"]
+    assert len(operator) == 1
+    assert operator[0]["payload"]["message"] == "Is anyone there?"
+    assert operator[0]["payload"]["reply"] == "Yes, I read you."
+    ends = [e["payload"]["final_reflection"] for e in log if e["event_type"] == "CYCLE_END"]
+    assert ends == ["Reflection one: the operator answered.", "Reflection two."]
+    assert [e["event_type"] for e in log].count("RUN_END") == 1
+    assert memory_snapshot(engine_for(storage), "studio-run") == {"topic": "tides"}
+    with open_saver(storage) as saver:
+        snapshot = builder.compile(checkpointer=saver).get_state(
+            {"configurable": {"thread_id": thread_id}}
+        )
+    assert snapshot.values["status"] == "completed" and snapshot.values["cycle"] == 2
+    assert_no_blocking_calls(dev_server)
+
+
+def poll_state(api: httpx.Client, thread_id: str, timeout_s: float = 20) -> dict[str, Any]:
+    """The thread's state once the server lists it (CLI runs are published every 2 s)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = api.get(f"/threads/{thread_id}/state")
+        if response.status_code == 200:
+            return response.json()  # type: ignore[no-any-return]
+        assert response.status_code == 404, response.text
+        assert time.monotonic() < deadline, f"thread {thread_id} never appeared"
+        time.sleep(0.25)
+
+
+def test_cli_run_is_readable_in_studio_and_stays_intact(
+    tmp_path: Path, dev_server: DevServer
+) -> None:
+    backend = dev_server.backend
+    script = {
+        1: [call("write", key="a", value="1"), {"content": "CLI reflection one."}],
+        2: [{"content": "CLI reflection two."}],
+        3: [{"content": "CLI reflection three."}],
+    }
+    with scripted_stub(script) as stub:
+        config = write_config(
+            tmp_path / "run.yaml", backend, run_id="cli-run", cycles=2, ollama={"host": stub.url}
+        )
+        assert cli(backend, "run", str(config)).returncode == 0
+        status = json.loads(cli(backend, "status", "cli-run", "--json").stdout)
+        thread_id = status["thread_id"]
+
+        with dev_server.client() as api:
+            state = poll_state(api, thread_id)
+            values = state["values"]
+            assert (values["run_id"], values["cycle"], values["status"]) == (
+                "cli-run",
+                2,
+                "completed",
+            )
+            assert state["next"] == [] and state["tasks"] == []
+            thread = api.get(f"/threads/{thread_id}").json()
+            assert thread["metadata"]["graph_id"] == "contreact"
+            assert thread["metadata"]["contreact_run_id"] == "cli-run"
+            history = api.post(f"/threads/{thread_id}/history", json={"limit": 100}).json()
+            assert len(history) > 2
+
+            # Studio cannot delete a CLI run's checkpoints (they are the run's history).
+            refused = api.delete(f"/threads/{thread_id}")
+            assert refused.status_code == 400
+            assert "cli-run" in refused.json()["detail"]
+            assert api.get(f"/threads/{thread_id}/state").json()["values"]["cycle"] == 2
+
+            # The CLI still reads the run, and can even extend it from where it was.
+            shown = cli(backend, "show", "cli-run")
+            assert shown.returncode == 0, shown.stderr
+            assert "CLI reflection one." in shown.stdout and "CLI reflection two." in shown.stdout
+            extended = cli(backend, "resume", "cli-run", "--cycles", "1")
+            assert extended.returncode == 0, extended.stderr + extended.stdout
+            after = api.get(f"/threads/{thread_id}/state").json()["values"]
+            assert (after["cycle"], after["status"]) == (3, "completed")
+
+    log = read_log(backend, "cli-run")
+    ends = [e["payload"]["final_reflection"] for e in log if e["event_type"] == "CYCLE_END"]
+    assert ends == ["CLI reflection one.", "CLI reflection two.", "CLI reflection three."]
+    assert_no_blocking_calls(dev_server)
+
+
+def test_studio_checkpointer_reads_cli_runs_on_each_backend(
+    tmp_path: Path, backend: Backend
+) -> None:
+    """In-process: the async saver Studio gets sees the CLI's checkpoints (SQLite, PostgreSQL)."""
+    from checkpoints.studio import RegisteredRunError, open_async_saver
+    from graph import builder
+
+    with scripted_stub({1: [{"content": "Only reflection."}]}) as stub:
+        config = write_config(
+            tmp_path / "run.yaml", backend, run_id="one", cycles=1, ollama={"host": stub.url}
+        )
+        assert cli(backend, "run", str(config)).returncode == 0
+    thread_id = json.loads(cli(backend, "status", "one", "--json").stdout)["thread_id"]
+    storage = backend.storage()
+
+    async def probe() -> None:
+        async with open_async_saver(storage) as saver:
+            graph = builder.compile(checkpointer=saver)
+            snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+            assert snapshot.values["run_id"] == "one"
+            assert snapshot.values["status"] == "completed"
+            with pytest.raises(RegisteredRunError, match="'one'"):
+                await saver.adelete_thread(thread_id)
+            assert (await saver.aget_tuple({"configurable": {"thread_id": thread_id}})) is not None
+            # A thread the CLI does not know (made in Studio) can be deleted.
+            stranger = str(uuid.uuid4())
+            await graph.aupdate_state(
+                {"configurable": {"thread_id": stranger}}, {"run_id": "x"}, as_node="reflect"
+            )
+            await saver.adelete_thread(stranger)
+            assert (await saver.aget_tuple({"configurable": {"thread_id": stranger}})) is None
+
+    asyncio.run(probe())
+    assert cli(backend, "show", "one").returncode == 0
