@@ -74,13 +74,26 @@ class Reuse:
     step: int
     chars: int
     reused: int
+    previous_chars: int
     append_only: bool
     same_tools: bool
+    tools_chars: int
 
     @property
     def share(self) -> float:
-        """Share of this prompt that repeats the previous prompt's prefix."""
+        """Share of this prompt (messages) that repeats the previous prompt's prefix."""
         return self.reused / self.chars if self.chars else 1.0
+
+    @property
+    def ceiling(self) -> float:
+        """The share if the whole previous prompt were reused (append-only at best)."""
+        return min(self.previous_chars, self.chars) / self.chars if self.chars else 1.0
+
+    @property
+    def share_with_tools(self) -> float:
+        """The share when the tool definitions are rendered ahead of the messages."""
+        reused = self.reused + (self.tools_chars if self.same_tools else 0)
+        return reused / (self.chars + self.tools_chars)
 
 
 def analyse(requests: list[dict[str, Any]]) -> list[Reuse]:
@@ -96,16 +109,23 @@ def analyse(requests: list[dict[str, Any]]) -> list[Reuse]:
             reused = common_prefix(previous[1], text)
             out.append(
                 Reuse(
-                    req.cycle,
-                    req.step,
-                    len(text),
-                    reused,
-                    reused == len(previous[1]),
-                    tools == previous[2],
+                    cycle=req.cycle,
+                    step=req.step,
+                    chars=len(text),
+                    reused=reused,
+                    previous_chars=len(previous[1]),
+                    append_only=reused == len(previous[1]),
+                    same_tools=tools == previous[2],
+                    tools_chars=len(json.dumps(tools, sort_keys=True)),
                 )
             )
         previous = (req.cycle, text, tools)
     return out
+
+
+def mean_of(items: list[Reuse], attr: str) -> float:
+    """Mean of one property over the requests."""
+    return sum(getattr(r, attr) for r in items) / len(items)
 
 
 def run_agent(agent: Any, where: BenchStorage, cycles: int, **extra: Any) -> list[dict[str, Any]]:
@@ -142,10 +162,12 @@ def main() -> None:
                 name,
                 len(items),
                 f"{sum(shares) / len(shares):.1%}",
+                f"{mean_of(items, 'ceiling'):.1%}",
                 f"{worst.share:.1%} (c{worst.cycle} s{worst.step})",
                 f"{sum(r.append_only for r in items)}/{len(items)}",
-                f"{sum(r.same_tools for r in items)}/{len(items)}",
                 sum(r.chars - r.reused for r in items) // len(items),
+                f"{sum(r.same_tools for r in items)}/{len(items)}",
+                f"{mean_of(items, 'share_with_tools'):.1%}",
             ]
         )
     print_table(
@@ -153,22 +175,33 @@ def main() -> None:
             "agent",
             "requests",
             "mean reuse",
+            "ceiling",
             "min reuse (cycle, step)",
             "append-only",
+            "new chars/req",
             "same tools",
-            "new chars/request",
+            "reuse incl. tools",
         ],
         rows,
         title="(c) prompt prefix shared with the previous request of the same cycle",
     )
     everything = [r for items in results.values() for r in items]
-    by_step: dict[int, list[float]] = {}
-    for r in everything:
-        by_step.setdefault(r.step, []).append(r.share)
+    by_cycle: dict[int, list[Reuse]] = {}
+    for r in results["simulated explorer"]:
+        by_cycle.setdefault(r.cycle, []).append(r)
     print_table(
-        ["step", "requests", "mean reuse"],
-        [[s, len(v), f"{sum(v) / len(v):.1%}"] for s, v in sorted(by_step.items())],
-        title="By step within the cycle (both agents)",
+        ["cycle", "requests", "prompt chars", "mean reuse", "ceiling"],
+        [
+            [
+                c,
+                len(v),
+                sum(r.chars for r in v) // len(v),
+                f"{mean_of(v, 'share'):.1%}",
+                f"{mean_of(v, 'ceiling'):.1%}",
+            ]
+            for c, v in sorted(by_cycle.items())
+        ],
+        title="Simulated explorer by cycle (earlier reflections lengthen the stable prefix)",
     )
     mean = sum(r.share for r in everything) / len(everything)
     report(
@@ -184,9 +217,16 @@ def main() -> None:
                 f"{sum(r.append_only for r in everything)}/{len(everything)}",
             ),
             Figure(
-                "c-min",
-                "prompt prefix reused within a cycle (worst request)",
-                min(r.share for r in everything) * 100,
+                "c-ceil",
+                "ceiling of (c) for append-only prompts (mean)",
+                mean_of(everything, "ceiling") * 100,
+                "%",
+                note="reuse if every previous prompt were kept whole",
+            ),
+            Figure(
+                "c-tools",
+                "(c) with tool definitions rendered first (mean)",
+                mean_of(everything, "share_with_tools") * 100,
                 "%",
             ),
         ],

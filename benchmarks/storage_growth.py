@@ -110,9 +110,13 @@ class Measurer:
             tables = {}
             for name in names:
                 if name not in self._columns:
-                    self._columns[name] = [r[1] for r in conn.execute(f'PRAGMA table_info("{name}")')]
+                    self._columns[name] = [
+                        r[1] for r in conn.execute(f'PRAGMA table_info("{name}")')
+                    ]
                 expr = " + ".join(f'coalesce(length("{c}"), 0)' for c in self._columns[name])
-                tables[name] = int(conn.execute(f'SELECT coalesce(sum({expr}), 0) FROM "{name}"').fetchone()[0])
+                tables[name] = int(
+                    conn.execute(f'SELECT coalesce(sum({expr}), 0) FROM "{name}"').fetchone()[0]
+                )
         finally:
             conn.close()
         wal = Path(f"{path}-wal")
@@ -239,9 +243,7 @@ def main() -> None:
     ]
     rows = []
     for point in points:
-        rows.append(
-            [f"{point}", *[per_cycle(snaps, point, window, attr) for _, attr in columns]]
-        )
+        rows.append([f"{point}", *[per_cycle(snaps, point, window, attr) for _, attr in columns]])
     rows.append(
         [
             f"ratio {points[-1]}/{points[0]}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -226,3 +227,61 @@ def stable(value: Any) -> Any:
 def event_summary(events: Sequence[dict[str, Any]]) -> list[tuple[int, str, Any]]:
     """(cycle, type, stable payload) of every event, in order."""
     return [(e["cycle_number"], e["event_type"], stable(e["payload"])) for e in events]
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\r")
+
+
+class Terminal:
+    """A `contreact` process on a pseudo-terminal, driven like a person at a keyboard."""
+
+    def __init__(self, backend: Backend, *args: str, env: dict[str, str] | None = None) -> None:
+        import pty
+
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "contreact", *backend.cli_args, *args],
+            cwd=ROOT,
+            env=cli_env({"COLUMNS": "200", "TERM": "xterm", **(env or {})}),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.seen = ""
+
+    def expect(self, pattern: str, timeout: float = 60) -> re.Match[str]:
+        """Wait until the screen (ANSI codes removed) matches `pattern`; return the match."""
+        import select
+
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while True:
+            match = regex.search(self.seen)
+            if match:
+                self.seen = self.seen[match.end() :]
+                return match
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"never saw {pattern!r}; screen:\n{self.seen}")
+            ready, _, _ = select.select([self.master], [], [], min(left, 0.2))
+            if ready:
+                try:
+                    chunk = os.read(self.master, 65536)
+                except OSError:
+                    chunk = b""
+                if not chunk and self.proc.poll() is not None:
+                    raise AssertionError(f"process ended before {pattern!r}; screen:\n{self.seen}")
+                self.seen += ANSI.sub("", chunk.decode("utf-8", "replace"))
+
+    def send(self, text: str) -> None:
+        """Type a line."""
+        os.write(self.master, (text + "\n").encode())
+
+    def close(self, timeout: float = 30) -> int:
+        """Wait for the process to end; returns its exit code."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            os.close(self.master)

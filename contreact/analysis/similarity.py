@@ -3,29 +3,39 @@
 After each reflection the monitor compares it with every earlier reflection of the run
 and takes the maximum cosine similarity. Embeddings come from Ollama (`/api/embed`)
 when an embedding model is configured and reachable; otherwise a built-in TF-IDF cosine
-is used, and the result says which method produced the scores. Above the thresholds an
-advisory is written into the NEXT cycle's system prompt only.
+is used, and the result says which method produced the scores and why. Above the
+thresholds an advisory is written into the NEXT cycle's system prompt only (the reflect
+node stores it with the cycle; the next cycle's assemble renders it).
+
+The same scoring serves the reports: `pairwise` gives the full reflection-by-reflection
+matrix a heatmap needs, with the same embedding-or-lexical choice.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Level = Literal["none", "moderate", "high"]
 
+LEXICAL_METHOD = "lexical-tfidf"
+EMBEDDING_PREFIX = "embedding:"
+
 MODERATE_ADVISORY = (
-    "Diversity note: your last note was fairly similar (similarity {score:.2f}) to one you "
-    "wrote in cycle {cycle}. You may want to take this cycle somewhere you have not been yet."
+    "Similarity note: your last reflection is fairly similar (cosine {score:.2f}) to the one "
+    "you wrote in cycle {cycle}. If you want variety, this cycle is a chance to explore "
+    "something you have not looked at yet; staying on course is also your choice."
 )
 HIGH_ADVISORY = (
-    "Diversity warning: your last note was nearly the same (similarity {score:.2f}) as the "
-    "one from cycle {cycle}. You appear to be repeating yourself. In this cycle, deliberately "
-    "choose a different direction: a new question, a new use of your memory, or a new topic."
+    "Similarity notice: your last reflection is nearly the same (cosine {score:.2f}) as the one "
+    "you wrote in cycle {cycle}, so you may be repeating yourself. You are free to continue, "
+    "but consider taking this cycle in a new direction: a new question, a new use of your "
+    "memory, or a new topic."
 )
 
 
@@ -34,33 +44,59 @@ class SimilarityReport:
     """The monitor's verdict on one reflection."""
 
     scores: list[tuple[int, float]] = field(default_factory=list)
-    """(earlier cycle, cosine similarity) for every earlier reflection."""
+    """(earlier cycle, cosine similarity) for every earlier non-empty reflection."""
     maximum: float = 0.0
     most_similar_cycle: int | None = None
     method: str = "none"
-    """`embedding:<model>` or `lexical-tfidf`."""
+    """`embedding:<model>`, `lexical-tfidf`, or `none` when there was nothing to compare."""
     note: str = ""
-    """Why the fallback was used, when it was."""
+    """Why the lexical fallback was used, when it was (one line)."""
     level: Level = "none"
     advisory: str | None = None
+    moderate: float = 0.7
+    """The moderate threshold in force (a score above it is `moderate`)."""
+    high: float = 0.8
+    """The high threshold in force (a score above it is `high`)."""
 
     def as_payload(self) -> dict[str, Any]:
-        """The SIMILARITY event payload."""
+        """The SIMILARITY event payload: every score, the maximum, method, level, thresholds."""
         data = asdict(self)
         data["scores"] = [{"cycle": c, "score": s} for c, s in self.scores]
         return data
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+# Han, Hiragana, Katakana and Hangul: scripts written without spaces between words, where
+# `\w+` would swallow a whole clause as one "word" and make every sentence unique.
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 
 
-def _tokens(text: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(text)]
+def tokens(text: str) -> list[str]:
+    """Lower-cased word tokens; runs of CJK characters become character bigrams.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The tokens in order (a lone CJK character is its own token).
+    """
+    out: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        pos = 0
+        for run in _CJK.finditer(word):
+            if run.start() > pos:
+                out.append(word[pos : run.start()])
+            chunk = run.group()
+            out.extend(chunk[i : i + 2] for i in range(max(1, len(chunk) - 1)))
+            pos = run.end()
+        if pos < len(word):
+            out.append(word[pos:])
+    return out
 
 
 def tfidf_vectors(texts: Sequence[str]) -> list[dict[str, float]]:
     """TF-IDF vectors (smoothed idf) of each text, over the given texts as the corpus."""
-    docs = [Counter(_tokens(t)) for t in texts]
+    docs = [Counter(tokens(t)) for t in texts]
     n = len(docs)
     df: Counter[str] = Counter()
     for doc in docs:
@@ -71,12 +107,18 @@ def tfidf_vectors(texts: Sequence[str]) -> list[dict[str, float]]:
 
 def sparse_cosine(a: dict[str, float], b: dict[str, float]) -> float:
     """Cosine similarity of two sparse vectors; 0.0 if either is zero."""
+    if len(b) < len(a):
+        a, b = b, a
     dot = sum(v * b.get(k, 0.0) for k, v in a.items())
     return _ratio(dot, a.values(), b.values())
 
 
 def dense_cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Cosine similarity of two dense vectors; 0.0 if either is zero."""
+    """Cosine similarity of two dense vectors; 0.0 if either is zero.
+
+    Raises:
+        ValueError: The vectors differ in length (an embedding model changed mid-run).
+    """
     return _ratio(sum(x * y for x, y in zip(a, b, strict=True)), a, b)
 
 
@@ -85,7 +127,11 @@ def _ratio(dot: float, a: Iterable[float], b: Iterable[float]) -> float:
     nb = math.sqrt(sum(y * y for y in b))
     if na == 0 or nb == 0:
         return 0.0
-    return max(-1.0, min(1.0, dot / (na * nb)))
+    value = dot / (na * nb)
+    # A NaN from a broken embedding must not become the "maximum" and trigger advisories.
+    if not math.isfinite(value):
+        return 0.0
+    return max(-1.0, min(1.0, value))
 
 
 def lexical_scores(reflection: str, earlier: Sequence[tuple[int, str]]) -> list[tuple[int, float]]:
@@ -97,6 +143,43 @@ def lexical_scores(reflection: str, earlier: Sequence[tuple[int, str]]) -> list[
     ]
 
 
+_CACHE_LIMIT = 4096
+_cache: OrderedDict[tuple[str, str, str], list[float]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def embed(texts: Sequence[str], *, model: str, host: str, timeout_s: float) -> list[list[float]]:
+    """Ollama embeddings of `texts`, one request for those not embedded before.
+
+    Earlier reflections never change, so their vectors are cached per (host, model, text)
+    in this process: each cycle then embeds one new text instead of the run's whole
+    history, which would grow quadratically over a long run.
+
+    Raises:
+        Exception: Whatever the client raises (unreachable host, unknown model, ...).
+    """
+    keys = [(host, model, t) for t in texts]
+    with _cache_lock:
+        known = {k: _cache[k] for k in keys if k in _cache}
+    missing = list(dict.fromkeys(k for k in keys if k not in known))
+    if missing:
+        from langchain_ollama import OllamaEmbeddings
+
+        embedder = OllamaEmbeddings(
+            model=model, base_url=host, client_kwargs={"timeout": timeout_s}
+        )
+        vectors = embedder.embed_documents([k[2] for k in missing])
+        if len(vectors) != len(missing):
+            raise ValueError(f"asked for {len(missing)} embeddings, got {len(vectors)}")
+        with _cache_lock:
+            for key, vector in zip(missing, vectors, strict=True):
+                known[key] = list(vector)
+                _cache[key] = known[key]
+            while len(_cache) > _CACHE_LIMIT:
+                _cache.popitem(last=False)
+    return [known[k] for k in keys]
+
+
 def embedding_scores(
     reflection: str,
     earlier: Sequence[tuple[int, str]],
@@ -105,15 +188,28 @@ def embedding_scores(
     host: str,
     timeout_s: float,
 ) -> list[tuple[int, float]]:
-    """Cosine of Ollama embeddings of `reflection` against each earlier one (one request)."""
-    from langchain_ollama import OllamaEmbeddings
-
-    embedder = OllamaEmbeddings(model=model, base_url=host, client_kwargs={"timeout": timeout_s})
-    vectors = embedder.embed_documents([reflection, *(t for _, t in earlier)])
+    """Cosine of Ollama embeddings of `reflection` against each earlier one."""
+    vectors = embed(
+        [reflection, *(t for _, t in earlier)], model=model, host=host, timeout_s=timeout_s
+    )
     return [
         (c, round(dense_cosine(vectors[0], v), 4))
         for (c, _), v in zip(earlier, vectors[1:], strict=True)
     ]
+
+
+def _failure(model: str, exc: Exception) -> str:
+    detail = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+    return f"embedding model {model!r} unavailable ({detail})"
+
+
+def level_of(score: float, *, moderate: float, high: float) -> Level:
+    """The advisory level of a maximum similarity (strictly above a threshold counts)."""
+    if score > high:
+        return "high"
+    if score > moderate:
+        return "moderate"
+    return "none"
 
 
 def assess(
@@ -126,24 +222,43 @@ def assess(
     host: str = "",
     timeout_s: float = 30.0,
 ) -> SimilarityReport:
-    """Compare a reflection with the earlier ones and decide the advisory for the next cycle."""
+    """Compare a reflection with the earlier ones and decide the advisory for the next cycle.
+
+    Never raises for an unavailable embedding model: it falls back to TF-IDF and says why
+    in `note`, because a monitoring failure must not fail the agent's run.
+
+    Args:
+        reflection: This cycle's reflection.
+        earlier: `(cycle, reflection)` of the earlier cycles; empty ones are skipped.
+        moderate: Above this maximum similarity, the mild advisory.
+        high: Above this, the strong advisory.
+        embedding_model: Ollama embedding model; None means lexical TF-IDF.
+        host: Ollama base URL.
+        timeout_s: Timeout of the embedding request.
+
+    Returns:
+        The scores, their maximum, the method, the level and the advisory text (or None).
+    """
+    thresholds = {"moderate": moderate, "high": high}
     earlier = [(c, t) for c, t in earlier if t.strip()]
     if not reflection.strip() or not earlier:
-        return SimilarityReport(method="none", note="nothing to compare")
-    method, note = "lexical-tfidf", "no embedding model configured"
+        note = "empty reflection" if not reflection.strip() else "no earlier reflection"
+        return SimilarityReport(method="none", note=note, **thresholds)
+    method, note = LEXICAL_METHOD, "no embedding model configured"
     scores: list[tuple[int, float]] | None = None
     if embedding_model:
         try:
             scores = embedding_scores(
                 reflection, earlier, model=embedding_model, host=host, timeout_s=timeout_s
             )
-            method, note = f"embedding:{embedding_model}", ""
+            method, note = EMBEDDING_PREFIX + embedding_model, ""
         except Exception as exc:  # noqa: BLE001 - any failure falls back, and says why
-            note = f"embedding model {embedding_model!r} unavailable ({type(exc).__name__}: {exc})"
+            note = _failure(embedding_model, exc)
     if scores is None:
         scores = lexical_scores(reflection, earlier)
+    # Ties go to the earliest cycle: the first time the agent said it is the reference.
     best_cycle, best = max(scores, key=lambda s: (s[1], -s[0]))
-    level: Level = "high" if best > high else "moderate" if best > moderate else "none"
+    level = level_of(best, moderate=moderate, high=high)
     template = {"high": HIGH_ADVISORY, "moderate": MODERATE_ADVISORY}.get(level)
     advisory = template.format(score=best, cycle=best_cycle) if template else None
     return SimilarityReport(
@@ -151,7 +266,68 @@ def assess(
         maximum=best,
         most_similar_cycle=best_cycle,
         method=method,
-        note=note.splitlines()[0] if note else "",
+        note=note,
         level=level,
         advisory=advisory,
+        **thresholds,
     )
+
+
+@dataclass(frozen=True)
+class PairwiseSimilarity:
+    """Cosine similarity of every pair of a run's reflections (for heatmaps)."""
+
+    labels: list[int]
+    """The cycle of each row/column."""
+    matrix: list[list[float]]
+    method: str
+    note: str = ""
+
+
+def pairwise(
+    reflections: Sequence[tuple[int, str]],
+    *,
+    embedding_model: str | None = None,
+    host: str = "",
+    timeout_s: float = 30.0,
+) -> PairwiseSimilarity:
+    """The full similarity matrix of `(cycle, reflection)` pairs, embedding or lexical.
+
+    An empty reflection is similar to nothing (0.0, and 0.0 on the diagonal too), so a
+    heatmap shows it as a gap rather than as a repeat.
+
+    Args:
+        reflections: `(cycle, text)` in cycle order.
+        embedding_model: Ollama embedding model; None means lexical TF-IDF.
+        host: Ollama base URL.
+        timeout_s: Timeout of the embedding request.
+
+    Returns:
+        The symmetric matrix, the method used and why the fallback was used, if it was.
+    """
+    labels = [c for c, _ in reflections]
+    texts = [t for _, t in reflections]
+    live = [i for i, t in enumerate(texts) if t.strip()]
+    n = len(texts)
+    matrix = [[0.0] * n for _ in range(n)]
+    method, note = LEXICAL_METHOD, "no embedding model configured"
+
+    def fill(score: Any) -> None:
+        for a, i in enumerate(live):
+            for b, j in enumerate(live):
+                matrix[i][j] = round(score(a, b), 4)
+
+    done = False
+    if embedding_model and live:
+        try:
+            vectors = embed(
+                [texts[i] for i in live], model=embedding_model, host=host, timeout_s=timeout_s
+            )
+            fill(lambda a, b: dense_cosine(vectors[a], vectors[b]))
+            method, note, done = EMBEDDING_PREFIX + embedding_model, "", True
+        except Exception as exc:  # noqa: BLE001 - reports fall back like the monitor does
+            note = _failure(embedding_model, exc)
+    if not done:
+        sparse = tfidf_vectors([texts[i] for i in live])
+        fill(lambda a, b: sparse_cosine(sparse[a], sparse[b]))
+    return PairwiseSimilarity(labels=labels, matrix=matrix, method=method, note=note)

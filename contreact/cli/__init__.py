@@ -4,7 +4,7 @@
 registers one family of commands on it.
 """
 
-from contreact.cli import operator, research, runs, studio  # noqa: F401 - registers commands
+from contreact.cli import chat, operator, research, runs, studio  # noqa: F401 - registers commands
 from contreact.cli.app import app
 
 

@@ -1,0 +1,70 @@
+"""Which runs an analysis covers, and the few stored events it reads besides the cycles.
+
+Every analysis command takes "these runs" or "this batch"; resolving that once, with one
+error type for input a researcher must fix, keeps the commands consistent and lets the
+CLI map every such problem to exit code 2 with one line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from checkpoints.db import events
+from checkpoints.registry import RunRecord, get_run, list_runs
+
+
+class AnalysisInputError(ValueError):
+    """The runs or options given to an analysis cannot be used (the CLI exits 2)."""
+
+
+def select_runs(
+    engine: Engine, run_ids: Sequence[str] | None = None, batch: str | None = None
+) -> list[RunRecord]:
+    """The runs named by id (in the order given, duplicates dropped) and/or by batch.
+
+    Args:
+        engine: The storage's engine.
+        run_ids: Run ids; unknown ones raise.
+        batch: A batch name; every run registered with it, oldest first.
+
+    Returns:
+        The runs, ids first, then the batch's runs not already named.
+
+    Raises:
+        RunNotFoundError: A named run does not exist.
+        AnalysisInputError: Nothing was selected, or the batch has no runs.
+    """
+    chosen: dict[str, RunRecord] = {}
+    for run_id in run_ids or []:
+        if run_id not in chosen:
+            chosen[run_id] = get_run(engine, run_id)
+    if batch is not None:
+        members = [r for r in list_runs(engine) if r.batch == batch]
+        if not members:
+            raise AnalysisInputError(f"no runs belong to batch {batch!r}")
+        for record in members:
+            chosen.setdefault(record.run_id, record)
+    if not chosen:
+        raise AnalysisInputError("name at least one run, or a batch with --batch NAME")
+    return list(chosen.values())
+
+
+def events_of_type(
+    engine: Engine, run_id: str, types: Iterable[str]
+) -> list[tuple[int, str, dict[str, Any]]]:
+    """`(cycle, event_type, payload)` of a run's events of the given types, in log order.
+
+    Reads only those rows: a long run's LLM_INVOCATION payloads are most of its log, and
+    most analyses never need them.
+    """
+    query = (
+        select(events.c.cycle, events.c.event_type, events.c.payload)
+        .where(events.c.run_id == run_id, events.c.event_type.in_(list(types)))
+        .order_by(events.c.id)
+    )
+    with engine.connect() as conn:
+        return [(int(c), str(t), json.loads(p)) for c, t, p in conn.execute(query)]
