@@ -1,7 +1,9 @@
-"""What a person sees while a run moves: one line per step, tool call and reflection.
+"""What a person sees while a run moves: a line per step, tool call and reflection.
 
-On a terminal the lines are styled with rich; when stdout is not a TTY (CI, a log file,
-a pipe) they are plain text, one event per line, so they stay greppable.
+On a terminal a live status line (spinner, cycle, step, what is running now, tokens/s)
+sits under the lines and the lines are styled; when stdout is not a TTY (CI, a log
+file, a pipe) there is no status line and the lines are plain text, one event per line,
+so they stay greppable. `quiet` keeps only reflections and the outcome.
 """
 
 from __future__ import annotations
@@ -10,10 +12,19 @@ from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
+from rich.status import Status
 
 from checkpoints.registry import RunRecord
 from contreact.runner import RunOutcome
 from graph.state import AgentState
+
+DOING = {
+    "assemble": "assembling the prompt",
+    "invoke": "waiting for the model",
+    "parse": "reading the answer",
+    "dispatch": "running tools",
+    "reflect": "closing the cycle",
+}
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -22,43 +33,56 @@ def _short(value: Any, limit: int = 60) -> str:
 
 
 class LineProgress:
-    """Progress as lines: plain when not a TTY, styled on a terminal."""
+    """Progress as lines, with a live status line when on a terminal."""
 
     def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
         self.console = Console(file=stream, highlight=False, soft_wrap=True)
         self.quiet = quiet
         self.cycle = 0
+        self.last_cycle = 0
+        self.step = 0
+        self.rate = 0.0
         self.reflection = ""
+        self.tokens_out = 0
+        self.seconds = 0.0
+        self.status: Status | None = None
 
     def _line(self, text: str, style: str = "") -> None:
         self.console.print(f"[{style}]{text}[/]" if style else text)
 
+    def _show(self, doing: str) -> None:
+        if not self.console.is_terminal:
+            return
+        text = escape(
+            f"cycle {self.cycle}/{self.last_cycle} · step {self.step + 1} · {doing}"
+            + (f" · {self.rate:.1f} tok/s" if self.rate else "")
+        )
+        if self.status is None:
+            self.status = self.console.status(text, spinner="dots")
+            self.status.start()
+        else:
+            self.status.update(text)
+
     def started(self, record: RunRecord, state: AgentState | None, resumed: bool) -> None:
         """Announce the run."""
-        self.cycle = state.cycle if state else 1
+        self.cycle = state.cycle if state else (record.fork_cycle or 0) + 1
+        self.last_cycle = state.last_cycle if state else int(record.config.get("cycles", 0))
         verb = "resuming" if resumed else "starting"
         where = f" at cycle {self.cycle}" if resumed else ""
         self._line(escape(f"{verb} run {record.run_id}{where} · model {record.model}"), "bold")
 
+    def node_started(self, node: str) -> None:
+        """A node began: say what the run is doing now."""
+        self._show(DOING.get(node, node))
+
     def update(self, node: str, update: dict[str, Any]) -> None:
         """Show what a node did."""
+        stats = update.get("stats") or {}
         if node == "parse" and update.get("outcome") == "final":
             self.reflection = str(update.get("final_text", ""))
-        if self.quiet and node != "reflect":
-            return
-        if node == "invoke":
-            stats = update.get("stats") or {}
-            seconds = float(stats.get("model_seconds") or 0)
-            rate = stats.get("tokens_out", 0) / seconds if seconds > 0 else 0.0
-            self._line(
-                escape(
-                    f"cycle {self.cycle} · step {stats.get('steps', '?')} · "
-                    f"{stats.get('tokens_in', 0)} tokens in, {stats.get('tokens_out', 0)} out · "
-                    f"{rate:.1f} tok/s"
-                ),
-                "dim",
-            )
-        elif node == "dispatch":
+        if node == "invoke" and stats:
+            self._invoked(stats)
+        elif node == "dispatch" and not self.quiet:
             for message in update.get("messages") or []:
                 mark = "✗" if getattr(message, "status", "") == "error" else "→"
                 self._line(escape(f"  {message.name} {mark} {_short(message.content)}"), "cyan")
@@ -67,6 +91,27 @@ class LineProgress:
             self._line(escape(f"cycle {self.cycle} reflection: {text}"), "green")
             self.cycle = int(update.get("cycle", self.cycle))
             self.reflection = ""
+            self.step = self.tokens_out = 0
+            self.seconds = 0.0
+
+    def _invoked(self, stats: dict[str, Any]) -> None:
+        # Counters are per cycle and cumulative; the line shows this step's share.
+        out = int(stats.get("tokens_out", 0)) - self.tokens_out
+        seconds = float(stats.get("model_seconds", 0.0)) - self.seconds
+        self.tokens_out, self.seconds = (
+            int(stats.get("tokens_out", 0)),
+            float(stats.get("model_seconds", 0.0)),
+        )
+        self.step = int(stats.get("steps", self.step + 1))
+        self.rate = out / seconds if seconds > 0 else 0.0
+        if not self.quiet:
+            self._line(
+                escape(
+                    f"cycle {self.cycle} · step {self.step} · {out} tokens out in {seconds:.2f} s"
+                    f" · {self.rate:.1f} tok/s"
+                ),
+                "dim",
+            )
 
     def operator(self, message: str, reply: str | None, policy: str) -> None:
         """Show an operator exchange."""
@@ -78,6 +123,9 @@ class LineProgress:
 
     def finished(self, outcome: RunOutcome) -> None:
         """Say how the drive ended."""
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
         style = {"completed": "bold green", "paused": "bold yellow"}.get(outcome.status, "bold red")
         tail = f": {outcome.reason}" if outcome.reason else ""
         self._line(escape(f"run {outcome.run_id} {outcome.status}{tail}"), style)

@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
@@ -66,6 +66,9 @@ class Progress(Protocol):
     def started(self, record: RunRecord, state: AgentState | None, resumed: bool) -> None:
         """A drive begins (state is None for a fresh run)."""
 
+    def node_started(self, node: str) -> None:
+        """A node began."""
+
     def update(self, node: str, update: dict[str, Any]) -> None:
         """A node finished with this state update."""
 
@@ -80,6 +83,9 @@ class SilentProgress:
     """A Progress that shows nothing (library use, tests)."""
 
     def started(self, record: RunRecord, state: AgentState | None, resumed: bool) -> None:
+        """Show nothing."""
+
+    def node_started(self, node: str) -> None:
         """Show nothing."""
 
     def update(self, node: str, update: dict[str, Any]) -> None:
@@ -314,11 +320,19 @@ def _drive(
         while True:
             try:
                 for chunk in graph.stream(
-                    payload, invocation, context=ctx, durability="sync", stream_mode="updates"
+                    payload,
+                    invocation,
+                    context=ctx,
+                    durability="sync",
+                    stream_mode=["tasks", "updates"],
                 ):
-                    for node, update in chunk.items():
-                        if node != "__interrupt__" and isinstance(update, dict):
-                            progress.update(node, update)
+                    mode, data = cast(tuple[str, dict[str, Any]], chunk)
+                    if mode == "tasks" and "input" in data:
+                        progress.node_started(str(data["name"]))
+                    elif mode == "updates":
+                        for node, update in data.items():
+                            if node != "__interrupt__" and isinstance(update, dict):
+                                progress.update(node, update)
             except ModelCallError as error:
                 return finish("failed", error.message)
             except KeyboardInterrupt:

@@ -250,6 +250,8 @@ class Terminal:
         )
         os.close(slave)
         self.seen = ""
+        self.transcript = ""
+        """Everything the process printed so far (ANSI codes removed)."""
 
     def expect(self, pattern: str, timeout: float = 60) -> re.Match[str]:
         """Wait until the screen (ANSI codes removed) matches `pattern`; return the match."""
@@ -273,7 +275,9 @@ class Terminal:
                     chunk = b""
                 if not chunk and self.proc.poll() is not None:
                     raise AssertionError(f"process ended before {pattern!r}; screen:\n{self.seen}")
-                self.seen += ANSI.sub("", chunk.decode("utf-8", "replace"))
+                text = ANSI.sub("", chunk.decode("utf-8", "replace"))
+                self.seen += text
+                self.transcript += text
 
     def send(self, text: str) -> None:
         """Type a line."""

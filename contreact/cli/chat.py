@@ -30,8 +30,11 @@ class ChatProgress(LineProgress):
     def started(self, record: Any, state: Any, resumed: bool) -> None:
         """Say nothing: the chat prompt is announcement enough."""
 
+    def node_started(self, node: str) -> None:
+        """No status line in a chat."""
+
     def update(self, node: str, update: dict[str, Any]) -> None:
-        """Tool calls dimmed, the cycle's answer as `agent>`."""
+        """Tool calls dimmed, the cycle's answer on a line of its own."""
         if node == "parse" and update.get("outcome") == "final":
             self.reflection = str(update.get("final_text", ""))
         elif node == "dispatch" and not self.quiet:

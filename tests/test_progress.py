@@ -1,0 +1,33 @@
+"""Progress as a newcomer sees it: a live status on a terminal, plain lines in a pipe."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import Backend, Terminal, cli
+
+
+def test_demo_on_a_terminal_shows_cycle_and_step(sqlite_backend: Backend) -> None:
+    term = Terminal(sqlite_backend, "demo", "--cycles", "2", "--run-id", "shown")
+    term.expect(r"run shown completed")
+    assert term.close() == 0
+    screen = term.transcript
+    # The live status line (redrawn in place) says where the run is and what it is doing.
+    assert re.search(
+        r"cycle [12]/2 · step \d+ · (assembling the prompt|waiting for the model|"
+        r"reading the answer|running tools|closing the cycle)",
+        screen,
+    ), screen
+    assert re.search(r"cycle 1 · step 1 · \d+ tokens out in [\d.]+ s · [\d.]+ tok/s", screen)
+    assert screen.index("cycle 1 reflection: ") < screen.index("cycle 2 reflection: ")
+
+
+def test_plain_lines_and_quiet_in_a_pipe(sqlite_backend: Backend) -> None:
+    loud = cli(sqlite_backend, "demo", "--cycles", "1", "--run-id", "piped")
+    assert loud.returncode == 0
+    assert "\x1b[" not in loud.stdout, "no terminal codes when stdout is not a TTY"
+    assert "cycle 1 · step 1 ·" in loud.stdout and "write →" in loud.stdout
+    quiet = cli(sqlite_backend, "demo", "--cycles", "1", "--run-id", "hushed", "--quiet")
+    assert quiet.returncode == 0
+    assert "· step" not in quiet.stdout and "write →" not in quiet.stdout
+    assert "cycle 1 reflection:" in quiet.stdout
