@@ -12,6 +12,7 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from sqlalchemy import Engine, select, update
@@ -52,9 +53,20 @@ class RunRecord:
 
     @property
     def process_alive(self) -> bool:
-        """Whether the process that last drove this run still exists on this machine."""
+        """Whether the process that last drove this run still runs on this machine.
+
+        A zombie, or a recycled pid now running something else, does not count.
+        """
         if self.pid is None:
             return False
+        proc = Path(f"/proc/{self.pid}")
+        if proc.exists():
+            try:
+                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                command = (proc / "cmdline").read_bytes()
+            except (OSError, IndexError):
+                return False
+            return state != "Z" and b"contreact" in command
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:

@@ -1,21 +1,221 @@
-"""proto"""
+"""The checkpointer LangGraph Studio (`langgraph dev`) uses: the CLI's own storage, opened async.
+
+`langgraph.json` points here (`checkpointer.path`). The dev server refuses a graph that
+brings its own checkpointer, so it gets ours through this factory, over the very database
+the CLI writes (`CONTREACT_HOME` / `CONTREACT_DB_URL`, resolved exactly as the CLI resolves
+them). The server only calls the async saver methods, which the CLI's sync savers
+(`checkpoints.saver`) do not implement, hence AsyncSqliteSaver / AsyncPostgresSaver here;
+both read and write the same tables in the same format.
+
+Two things a bare saver would get wrong:
+
+* The dev server only shows threads it created itself; a run started by the CLI exists
+  only in our database, so `GET /threads/{id}/state` answers 404 and Studio lists nothing.
+  While the server runs, `publish_runs` registers every run of the registry as a thread
+  of the `contreact` graph (under its thread UUID, see `contreact status RUN --json`).
+* Deleting such a thread in Studio would delete the run's checkpoints behind the CLI's
+  back (its registry, events and memory would stay, and `resume` would start over). The
+  savers here refuse to delete the checkpoints of a registered run.
+
+Everything that touches files or the sync SQLAlchemy engine runs in a worker thread: the
+dev server watches its event loop for blocking calls (blockbuster).
+"""
 
 from __future__ import annotations
+
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-import aiosqlite
+from typing import Any
+
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from checkpoints.db import resolve_storage
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+
+from checkpoints.db import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    Storage,
+    engine_for,
+    resolve_storage,
+)
+from checkpoints.registry import RunRecord, find_by_thread, list_runs
+
+log = logging.getLogger("contreact.studio")
+
+STUDIO_GRAPH_ID = "contreact"
+"""The graph's key under `graphs` in langgraph.json; published threads belong to it."""
+
+PUBLISH_INTERVAL_S = 2.0
+"""How often the registry is checked for runs the dev server does not list yet."""
+
+
+class RegisteredRunError(ValueError):
+    """Studio was asked to delete the checkpoints of a run the CLI manages.
+
+    A ValueError because the dev server answers those with 400 and the message, where
+    any other exception would be a bare 500.
+    """
+
+
+async def _refuse_registered(registry: Engine, thread_id: str) -> None:
+    record = await asyncio.to_thread(find_by_thread, registry, str(thread_id))
+    if record is not None:
+        raise RegisteredRunError(
+            f"thread {thread_id} is contreact run {record.run_id!r}; its checkpoints are "
+            "kept (the CLI's registry, events and memory refer to them)"
+        )
+
+
+class StudioSqliteSaver(AsyncSqliteSaver):
+    """AsyncSqliteSaver that keeps the checkpoints of runs registered by the CLI."""
+
+    def __init__(self, conn: Any, *, registry: Engine) -> None:
+        """Wrap an open aiosqlite connection.
+
+        Args:
+            conn: The aiosqlite connection to the CLI's database file.
+            registry: Engine of the same database, for the run registry.
+        """
+        super().__init__(conn)
+        self.registry = registry
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete a thread's checkpoints unless it is a registered run."""
+        await _refuse_registered(self.registry, thread_id)
+        await super().adelete_thread(thread_id)
+
+
+class StudioPostgresSaver(AsyncPostgresSaver):
+    """AsyncPostgresSaver that keeps the checkpoints of runs registered by the CLI."""
+
+    def __init__(self, conn: Any, *, registry: Engine) -> None:
+        """Wrap an open psycopg async connection.
+
+        Args:
+            conn: Connection to the CLI's database (autocommit, dict rows).
+            registry: Engine of the same database, for the run registry.
+        """
+        super().__init__(conn)
+        self.registry = registry
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete a thread's checkpoints unless it is a registered run."""
+        await _refuse_registered(self.registry, thread_id)
+        await super().adelete_thread(thread_id)
+
+
+@asynccontextmanager
+async def open_async_saver(storage: Storage) -> AsyncIterator[BaseCheckpointSaver]:
+    """Open an async checkpointer over `storage` (the same tables the CLI's saver uses).
+
+    Args:
+        storage: Where the runs live.
+
+    Yields:
+        A set-up saver; the connection closes when the context exits.
+    """
+    registry = await asyncio.to_thread(engine_for, storage)
+    if storage.is_sqlite:
+        import aiosqlite
+
+        # Same tuning as the CLI's connection (checkpoints.saver.connect_sqlite): WAL so
+        # Studio can read while a CLI run writes, a busy timeout instead of lock errors.
+        async with aiosqlite.connect(
+            str(storage.sqlite_path), timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
+        ) as conn:
+            await conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            await conn.execute("PRAGMA synchronous=NORMAL")
+            sqlite_saver = StudioSqliteSaver(conn, registry=registry)
+            await sqlite_saver.setup()
+            yield sqlite_saver
+        return
+    from psycopg import AsyncConnection
+    from psycopg.rows import dict_row
+
+    # The connection options AsyncPostgresSaver.from_conn_string uses.
+    async with await AsyncConnection.connect(
+        storage.libpq_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+    ) as conn:
+        pg_saver = StudioPostgresSaver(conn, registry=registry)
+        await pg_saver.setup()
+        yield pg_saver
+
+
+def _thread_metadata(record: RunRecord) -> dict[str, Any]:
+    # Not `run_id`: the server strips that key from thread metadata (it names its own runs).
+    return {"contreact_run_id": record.run_id, "model": record.model, "source": "contreact-cli"}
+
+
+async def publish_runs(storage: Storage, interval_s: float = PUBLISH_INTERVAL_S) -> None:
+    """Register every run of the registry as a dev-server thread, until cancelled.
+
+    Runs started by the CLI while the server is up appear within `interval_s`. Uses the
+    server's own API in-process (langgraph_sdk's loopback client), so nothing depends
+    on the server's internals or port.
+
+    Args:
+        storage: Where the runs live.
+        interval_s: Seconds between two looks at the registry.
+    """
+    from langgraph_sdk import get_client
+
+    # Building an httpx client may read certificate files: not on the event loop.
+    client = await asyncio.to_thread(get_client)
+    registry = await asyncio.to_thread(engine_for, storage)
+    published: set[str] = set()
+    failing = False
+    try:
+        while True:
+            try:
+                for record in await asyncio.to_thread(list_runs, registry):
+                    if record.thread_id in published:
+                        continue
+                    await client.threads.create(
+                        thread_id=record.thread_id,
+                        if_exists="do_nothing",
+                        graph_id=STUDIO_GRAPH_ID,
+                        metadata=_thread_metadata(record),
+                    )
+                    published.add(record.thread_id)
+                failing = False
+            except Exception as exc:  # noqa: BLE001 - the server must keep serving regardless
+                # Early ticks can race the server's own start-up: say it once, keep trying.
+                if not failing:
+                    log.warning("contreact: cannot publish CLI runs to Studio yet: %s", exc)
+                failing = True
+            await asyncio.sleep(interval_s)
+    finally:
+        await client.aclose()
+
+
+_publisher: asyncio.Task[None] | None = None
 
 
 @asynccontextmanager
 async def studio_checkpointer() -> AsyncIterator[BaseCheckpointSaver]:
+    """The factory named in langgraph.json: the CLI's storage as an async checkpointer.
+
+    The dev server enters it once per event loop it serves from and exits it at shutdown.
+    The first entry also starts `publish_runs`.
+
+    Yields:
+        The saver over `resolve_storage()` (CONTREACT_HOME / CONTREACT_DB_URL / ./runs).
+    """
+    global _publisher
     storage = await asyncio.to_thread(resolve_storage)
-    print("STUDIO STORAGE", storage, flush=True)
-    await asyncio.to_thread(storage.sqlite_path.parent.mkdir, parents=True, exist_ok=True)
-    async with aiosqlite.connect(str(storage.sqlite_path), timeout=30) as conn:
-        saver = AsyncSqliteSaver(conn)
-        await saver.setup()
-        yield saver
+    shown = make_url(storage.url).render_as_string(hide_password=True)
+    log.info("contreact: Studio uses the checkpoints in %s", shown)
+    async with open_async_saver(storage) as saver:
+        owner = _publisher is None
+        if owner:
+            _publisher = asyncio.create_task(publish_runs(storage))
+        try:
+            yield saver
+        finally:
+            if owner and _publisher is not None:
+                task, _publisher = _publisher, None
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)

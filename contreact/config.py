@@ -37,6 +37,9 @@ class OllamaSettings(_Strict):
     """How to reach Ollama."""
 
     host: str | None = Field(None, description="OLLAMA_HOST overrides when this is absent")
+    hosts: list[str] | None = Field(
+        None, description="several Ollama servers: a batch spreads its runs over them"
+    )
     timeout_s: float = Field(120.0, gt=0)
     retries: int = Field(4, ge=0, le=20)
     retry_budget_s: float = Field(60.0, gt=0)
@@ -113,6 +116,8 @@ class Config(_Strict):
     storage: StorageSettings = StorageSettings()
     task: str | None = None
     user_turn: str = "Cycle {cycle} begins."
+    batch: str | None = None
+    """The batch this run belongs to (set by `contreact batch`)."""
 
     @field_validator("run_id")
     @classmethod
@@ -138,8 +143,9 @@ class Config(_Strict):
     def to_context(self, *, data_dir: str | None = None) -> Context:
         """The runtime Context for this config (`data_dir` from the CLI wins)."""
         kwargs: dict[str, Any] = {}
-        if self.ollama.host:
-            kwargs["ollama_host"] = self.ollama.host
+        host = self.ollama.host or (self.ollama.hosts[0] if self.ollama.hosts else None)
+        if host:
+            kwargs["ollama_host"] = host
         return Context(
             model=self.model,
             timeout_s=self.ollama.timeout_s,

@@ -137,6 +137,7 @@ def start_run(
         model=config.model,
         host=ctx.ollama_host,
         config=config.model_dump(mode="json"),
+        batch=config.batch,
     )
     return _drive(record, config, storage, None, progress, ask_operator)
 

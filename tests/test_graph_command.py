@@ -49,7 +49,8 @@ MERMAID_EDGE = re.compile(r"^\s*(\w+)\s+(-->|-\.->|--\s.*?\s-->|-\.\s.*?\s\.->)\
 
 
 def mermaid_edges(text: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-    fixed, conditional = set(), set()
+    fixed: set[tuple[str, str]] = set()
+    conditional: set[tuple[str, str]] = set()
     for line in text.splitlines():
         match = MERMAID_EDGE.match(line)
         if match:

@@ -1,10 +1,10 @@
 """LangGraph Studio: the real `langgraph dev` server over the CLI's data directory.
 
-One dev server (started from the repository root on langgraph.json, offline, no API key)
-serves the module: it must expose the graph and its five nodes, run cycles against the
-stub through the HTTP API, pause on an operator message and resume with the reply given
-through the API, and show runs the CLI made in the same data directory, without harming
-them. A last test opens the Studio checkpointer in-process on both storage backends.
+One dev server (the project's langgraph.json, offline, no API key) serves the module. It
+must expose the graph and its five nodes, run cycles against the stub through the HTTP
+API, pause on an operator message and resume with the reply given through the API, and
+show runs the CLI made in the same data directory without harming them. A last test
+opens the Studio checkpointer in-process on both storage backends.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,17 +76,33 @@ def server_env(data_dir: Path) -> dict[str, str]:
     return env
 
 
+def project_config() -> dict[str, Any]:
+    """The project's langgraph.json with every path made absolute (and checked to exist).
+
+    The server then runs in a scratch directory: it keeps a cache of its threads in
+    `.langgraph_api/` under its working directory, and the test's threads (whose
+    checkpoints vanish with the temp dir) must not show up in a developer's Studio.
+    """
+    config: dict[str, Any] = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
+
+    def absolute(spec: str) -> str:
+        path, attribute = spec.rsplit(":", 1)
+        target = (ROOT / path).resolve()
+        assert target.is_file(), f"langgraph.json names a missing file: {spec}"
+        return f"{target}:{attribute}"
+
+    config["graphs"] = {name: absolute(spec) for name, spec in config["graphs"].items()}
+    config["checkpointer"]["path"] = absolute(config["checkpointer"]["path"])
+    config["dependencies"] = [str((ROOT / d).resolve()) for d in config["dependencies"]]
+    return config
+
+
 @pytest.fixture(scope="module")
 def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     root = tmp_path_factory.mktemp("studio")
     backend = Backend("sqlite", root / "runs")
-    # The project's own langgraph.json, plus `disable_persistence` so that the test's
-    # threads do not land in the repository's .langgraph_api cache. Paths in it are
-    # relative to the working directory, which stays the repository root.
-    config = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
-    config["disable_persistence"] = True
     config_path = root / "langgraph.json"
-    config_path.write_text(json.dumps(config), encoding="utf-8")
+    config_path.write_text(json.dumps(project_config()), encoding="utf-8")
     langgraph = Path(sys.executable).parent / "langgraph"
     if not langgraph.exists():
         pytest.fail(f"{langgraph} is missing: install the dev extra (pip install -e '.[dev]')")
@@ -95,7 +113,7 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
         proc = subprocess.Popen(
             [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port)]
             + ["--config", str(config_path)],
-            cwd=ROOT,
+            cwd=root,
             env=server_env(backend.data_dir),
             stdin=subprocess.DEVNULL,
             stdout=sink,
@@ -138,12 +156,26 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
 
 
 def assert_no_blocking_calls(server: DevServer) -> None:
-    """Blockbuster raises BlockingError in the server for sync I/O on its event loop."""
+    """The dev server's blockbuster raises BlockingError for sync I/O on its event loop."""
     text = server.log_text()
-    assert "BlockingError" not in text and "Blocking call" not in text, text[-4000:]
+    assert "BlockingError" not in text, text[-4000:]
+    assert "synchronous blocking call" not in text.lower(), text[-4000:]
 
 
-OPERATOR_SCRIPT = {
+def checkpoint_rows(backend: Backend, thread_id: str) -> tuple[int, int, str]:
+    """(checkpoints, pending writes, newest checkpoint id) of a thread, read directly."""
+    with closing(sqlite3.connect(backend.storage().sqlite_path)) as conn:
+        count, newest = conn.execute(
+            "SELECT count(*), max(checkpoint_id) FROM checkpoints WHERE thread_id = ?",
+            (thread_id,),
+        ).fetchone()
+        (writes,) = conn.execute(
+            "SELECT count(*) FROM writes WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
+    return int(count), int(writes), str(newest)
+
+
+OPERATOR_SCRIPT: dict[int, list[Any]] = {
     1: [
         call("write", key="topic", value="tides"),
         call("send_message_to_operator", message="Is anyone there?"),
@@ -258,7 +290,8 @@ def poll_state(api: httpx.Client, thread_id: str, timeout_s: float = 20) -> dict
     while True:
         response = api.get(f"/threads/{thread_id}/state")
         if response.status_code == 200:
-            return response.json()  # type: ignore[no-any-return]
+            state: dict[str, Any] = response.json()
+            return state
         assert response.status_code == 404, response.text
         assert time.monotonic() < deadline, f"thread {thread_id} never appeared"
         time.sleep(0.25)
@@ -268,52 +301,62 @@ def test_cli_run_is_readable_in_studio_and_stays_intact(
     tmp_path: Path, dev_server: DevServer
 ) -> None:
     backend = dev_server.backend
-    script = {
-        1: [call("write", key="a", value="1"), {"content": "CLI reflection one."}],
+    script: dict[int, list[Any]] = {
+        1: [
+            call("write", key="a", value="1"),
+            call("send_message_to_operator", message="Anyone out there?"),
+            {"content": "CLI reflection one."},
+        ],
         2: [{"content": "CLI reflection two."}],
-        3: [{"content": "CLI reflection three."}],
     }
-    with scripted_stub(script) as stub:
+    with scripted_stub(script) as stub, dev_server.client() as api:
         config = write_config(
-            tmp_path / "run.yaml", backend, run_id="cli-run", cycles=2, ollama={"host": stub.url}
+            tmp_path / "run.yaml",
+            backend,
+            run_id="cli-run",
+            cycles=2,
+            ollama={"host": stub.url},
+            operator={"mode": "queue"},
         )
-        assert cli(backend, "run", str(config)).returncode == 0
+        assert cli(backend, "run", str(config)).returncode == 3  # paused for the operator
         status = json.loads(cli(backend, "status", "cli-run", "--json").stdout)
         thread_id = status["thread_id"]
+        written_by_cli = checkpoint_rows(backend, thread_id)
 
-        with dev_server.client() as api:
-            state = poll_state(api, thread_id)
-            values = state["values"]
-            assert (values["run_id"], values["cycle"], values["status"]) == (
-                "cli-run",
-                2,
-                "completed",
-            )
-            assert state["next"] == [] and state["tasks"] == []
-            thread = api.get(f"/threads/{thread_id}").json()
-            assert thread["metadata"]["graph_id"] == "contreact"
-            assert thread["metadata"]["contreact_run_id"] == "cli-run"
-            history = api.post(f"/threads/{thread_id}/history", json={"limit": 100}).json()
-            assert len(history) > 2
+        # Studio sees the paused run and the message it waits on.
+        state = poll_state(api, thread_id)
+        assert (state["values"]["run_id"], state["values"]["cycle"]) == ("cli-run", 1)
+        assert state["next"] == ["dispatch"]
+        asks = [i["value"]["message"] for t in state["tasks"] for i in t["interrupts"]]
+        assert asks == ["Anyone out there?"]
+        thread = api.get(f"/threads/{thread_id}").json()
+        assert thread["metadata"]["graph_id"] == "contreact"
+        assert thread["metadata"]["contreact_run_id"] == "cli-run"
+        assert len(api.post(f"/threads/{thread_id}/history", json={"limit": 100}).json()) > 3
 
-            # Studio cannot delete a CLI run's checkpoints (they are the run's history).
-            refused = api.delete(f"/threads/{thread_id}")
-            assert refused.status_code == 400
-            assert "cli-run" in refused.json()["detail"]
-            assert api.get(f"/threads/{thread_id}/state").json()["values"]["cycle"] == 2
+        # Studio cannot delete a CLI run's checkpoints (they are the run's history).
+        refused = api.delete(f"/threads/{thread_id}")
+        assert refused.status_code == 400
+        assert "cli-run" in refused.json()["detail"]
+        assert api.get(f"/threads/{thread_id}/state").status_code == 200
+        # Looking wrote nothing: not one checkpoint or pending write more or less.
+        assert checkpoint_rows(backend, thread_id) == written_by_cli
 
-            # The CLI still reads the run, and can even extend it from where it was.
-            shown = cli(backend, "show", "cli-run")
-            assert shown.returncode == 0, shown.stderr
-            assert "CLI reflection one." in shown.stdout and "CLI reflection two." in shown.stdout
-            extended = cli(backend, "resume", "cli-run", "--cycles", "1")
-            assert extended.returncode == 0, extended.stderr + extended.stdout
-            after = api.get(f"/threads/{thread_id}/state").json()["values"]
-            assert (after["cycle"], after["status"]) == (3, "completed")
+        # The CLI answers and finishes the run; Studio sees the result.
+        replied = cli(backend, "reply", "cli-run", "Here, loud and clear.")
+        assert replied.returncode == 0, replied.stderr + replied.stdout
+        state = api.get(f"/threads/{thread_id}/state").json()
+        values = state["values"]
+        assert (values["run_id"], values["cycle"], values["status"]) == ("cli-run", 2, "completed")
+        assert state["next"] == [] and state["tasks"] == []
 
+    shown = cli(backend, "show", "cli-run")
+    assert shown.returncode == 0, shown.stderr
+    assert "CLI reflection one." in shown.stdout and "CLI reflection two." in shown.stdout
     log = read_log(backend, "cli-run")
-    ends = [e["payload"]["final_reflection"] for e in log if e["event_type"] == "CYCLE_END"]
-    assert ends == ["CLI reflection one.", "CLI reflection two.", "CLI reflection three."]
+    (operator,) = [e["payload"] for e in log if e["event_type"] == "OPERATOR_MESSAGE"]
+    assert (operator["reply"], operator["policy"]) == ("Here, loud and clear.", "queue")
+    assert [e["event_type"] for e in log].count("RUN_END") == 1
     assert_no_blocking_calls(dev_server)
 
 
@@ -321,6 +364,8 @@ def test_studio_checkpointer_reads_cli_runs_on_each_backend(
     tmp_path: Path, backend: Backend
 ) -> None:
     """In-process: the async saver Studio gets sees the CLI's checkpoints (SQLite, PostgreSQL)."""
+    from checkpoints.db import engine_for
+    from checkpoints.registry import get_run
     from checkpoints.studio import RegisteredRunError, open_async_saver
     from graph import builder
 
@@ -329,8 +374,8 @@ def test_studio_checkpointer_reads_cli_runs_on_each_backend(
             tmp_path / "run.yaml", backend, run_id="one", cycles=1, ollama={"host": stub.url}
         )
         assert cli(backend, "run", str(config)).returncode == 0
-    thread_id = json.loads(cli(backend, "status", "one", "--json").stdout)["thread_id"]
     storage = backend.storage()
+    thread_id = get_run(engine_for(storage), "one").thread_id
 
     async def probe() -> None:
         async with open_async_saver(storage) as saver:
@@ -350,4 +395,3 @@ def test_studio_checkpointer_reads_cli_runs_on_each_backend(
             assert (await saver.aget_tuple({"configurable": {"thread_id": stranger}})) is None
 
     asyncio.run(probe())
-    assert cli(backend, "show", "one").returncode == 0

@@ -4,7 +4,14 @@
 registers one family of commands on it.
 """
 
-from contreact.cli import chat, operator, research, runs, studio  # noqa: F401 - registers commands
+from contreact.cli import (  # noqa: F401 - each module registers its commands
+    batch,
+    chat,
+    operator,
+    research,
+    runs,
+    studio,
+)
 from contreact.cli.app import app
 
 

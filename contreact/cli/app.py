@@ -16,6 +16,7 @@ from rich.console import Console
 
 from checkpoints.db import Storage, resolve_storage
 from checkpoints.registry import RunExistsError, RunNotFoundError
+from contreact.batch import die_with_parent
 from contreact.config import ConfigError
 from contreact.runner import (
     NotWaitingError,
@@ -123,4 +124,5 @@ def main_options(
 ) -> None:
     """Continuous ReAct agents on local Ollama models."""
     OPTIONS.data_dir, OPTIONS.db_url, OPTIONS.debug = data_dir, db_url, debug
+    die_with_parent()
     logging.basicConfig(level=logging.WARNING if debug else logging.ERROR, format="%(message)s")

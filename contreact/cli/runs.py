@@ -27,7 +27,7 @@ from contreact.cli.app import (
 )
 from contreact.config import load_config, parse_config
 from contreact.progress import LineProgress
-from contreact.runner import resume_run, start_run
+from contreact.runner import fork_run, resume_run, start_run
 from tools.memory import memory_snapshot
 
 
@@ -252,6 +252,37 @@ def demo(
                 f"Inspect it with: contreact show {name}   ·   contreact memory {name}",
                 markup=False,
             )
+        finish(outcome)
+
+    guarded(body)
+
+
+@app.command()
+def fork(
+    run_id: Annotated[str, typer.Argument(help="The run to branch.")],
+    cycle: Annotated[int, typer.Option("--cycle", help="Branch from the end of this cycle.")],
+    new_run_id: Annotated[str, typer.Option("--as", help="The new run's id.")],
+    model: Annotated[str | None, typer.Option(help="Continue the branch with this model.")] = None,
+    cycles: Annotated[int | None, typer.Option(help="The branch's total cycles.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Branch RUN from the end of a cycle into a new run (the original is untouched), and run it."""
+
+    def body() -> NoReturn:
+        changes = {"model": model} if model else {}
+        try:
+            outcome = fork_run(
+                run_id,
+                storage(),
+                at_cycle=cycle,
+                new_run_id=new_run_id,
+                changes=changes,
+                cycles=cycles,
+                progress=LineProgress(quiet=quiet),
+                ask_operator=ask_on_terminal,
+            )
+        except ValueError as exc:
+            raise BadInputError(str(exc)) from None
         finish(outcome)
 
     guarded(body)

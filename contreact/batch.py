@@ -1,0 +1,257 @@
+"""Batches: several models × replicate runs of one config, with bounded concurrency.
+
+Each run of a batch is an ordinary run (its own id, `<batch>.<model>.r<N>`) driven by its
+own `contreact` child process, so one run's crash cannot take the others down and two
+cores are used. Children die with the batch process (a killed batch leaves no orphans);
+running the same batch again skips completed runs, resumes the rest and starts what
+never started: the batch is resumable as a whole. With several Ollama hosts, runs are
+spread over them round-robin and each stays pinned to its host (its prompt cache lives
+there); a run whose host goes down fails with a clear reason and is resumed on another
+host that answers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from checkpoints.cycles import cycle_records
+from checkpoints.db import Storage, engine_for
+from checkpoints.events import read_events
+from checkpoints.registry import RunNotFoundError, get_run
+from contreact.config import ConfigError, deep_merge, parse_config
+
+BATCH_KEYS = ("batch", "models", "replicates", "parallel")
+HOST_FAILURES = frozenset({"connection", "timeout"})
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a batch."""
+
+    run_id: str
+    model: str
+    replicate: int
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """A validated batch: its name, runs, hosts and default concurrency."""
+
+    name: str
+    runs: list[PlannedRun]
+    hosts: list[str]
+    parallel: int
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """How one run of the batch stands after this invocation."""
+
+    run_id: str
+    model: str
+    host: str
+    status: str
+    action: str
+    """What this invocation did: started, resumed, skipped (already completed), ..."""
+    cycles: int
+    memory_ops: int
+    operator_messages: int
+    final_memory_keys: int
+    reason: str = ""
+
+
+def _slug(model: str) -> str:
+    return "".join(c if c.isalnum() or c in "._" else "-" for c in model)
+
+
+def load_batch(path: Path) -> BatchSpec:
+    """Read a batch config: a run config with `models`, `replicates`, `batch`, `parallel`.
+
+    Raises:
+        ConfigError: naming the file and every bad field.
+    """
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read batch config {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the batch config must be a YAML mapping")
+    name = str(data.pop("batch", path.stem))
+    models = data.pop("models", None)
+    replicates = data.pop("replicates", 1)
+    parallel = data.pop("parallel", 1)
+    problems = []
+    if (
+        not isinstance(models, list)
+        or not models
+        or not all(isinstance(m, str) and m for m in models)
+    ):
+        problems.append("`models` must be a non-empty list of model names")
+    if not isinstance(replicates, int) or replicates < 1:
+        problems.append(f"`replicates` must be a whole number of at least 1 (got {replicates!r})")
+    if not isinstance(parallel, int) or parallel < 1:
+        problems.append(f"`parallel` must be a whole number of at least 1 (got {parallel!r})")
+    for key in ("run_id", "model"):
+        if key in data:
+            problems.append(f"`{key}` is set by the batch; use `batch` and `models` instead")
+    if problems:
+        raise ConfigError(f"{path}: " + "; ".join(problems))
+    section = data.get("ollama")
+    ollama: dict[str, Any] = section if isinstance(section, dict) else {}
+    hosts = [
+        str(h) for h in (ollama.get("hosts") or ([ollama["host"]] if ollama.get("host") else []))
+    ]
+    runs = []
+    for index, (model, replicate) in enumerate(itertools.product(models, range(1, replicates + 1))):
+        run_id = f"{name}.{_slug(model)}.r{replicate}"
+        changes: dict[str, Any] = {"run_id": run_id, "model": model, "batch": name}
+        if hosts:
+            changes["ollama"] = {"host": hosts[index % len(hosts)]}
+        config = parse_config(deep_merge(data, changes), f"{path} ({run_id})")
+        runs.append(PlannedRun(run_id, model, replicate, config.model_dump(mode="json")))
+    return BatchSpec(name, runs, hosts, parallel)
+
+
+def host_answers(host: str, timeout: float = 3.0) -> bool:
+    """Whether an Ollama server answers at `host`."""
+    try:
+        return httpx.get(f"{host.rstrip('/')}/api/version", timeout=timeout).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+Notify = Callable[[str, str], None]
+
+
+class BatchRunner:
+    """Drives a batch's runs as child processes, at most `parallel` at a time."""
+
+    def __init__(
+        self, spec: BatchSpec, storage: Storage, cli_flags: list[str], notify: Notify
+    ) -> None:
+        self.spec = spec
+        self.storage = storage
+        self.cli_flags = cli_flags
+        self.notify = notify
+        self.folder = storage.data_dir / "batches" / spec.name
+        self._lock = threading.Lock()
+
+    def run(self, parallel: int) -> list[BatchResult]:
+        """Bring every run of the batch as far as it goes; results in batch order."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+            return list(pool.map(self._one, self.spec.runs))
+
+    def _one(self, planned: PlannedRun) -> BatchResult:
+        engine = engine_for(self.storage)
+        try:
+            record = get_run(engine, planned.run_id)
+        except RunNotFoundError:
+            record = None
+        if record is not None and record.status == "completed":
+            return self._result(planned, "skipped (completed)")
+        if record is not None and record.status == "running" and record.process_alive:
+            return self._result(planned, f"skipped (driven by process {record.pid})")
+        if record is None:
+            config_file = self.folder / f"{planned.run_id}.yaml"
+            config_file.write_text(
+                yaml.safe_dump(planned.config, sort_keys=False), encoding="utf-8"
+            )
+            action, args = "started", ["run", str(config_file)]
+        else:
+            action, args = "resumed", ["resume", planned.run_id]
+        self.notify(planned.run_id, action)
+        code = self._child(planned.run_id, args)
+        tried = {get_run(engine, planned.run_id).host}
+        while code == 1 and self._host_failed(planned.run_id):
+            host = next((h for h in self.spec.hosts if h not in tried and host_answers(h)), None)
+            if host is None:
+                break
+            tried.add(host)
+            self.notify(planned.run_id, f"host down; resuming on {host}")
+            action += f", moved to {host}"
+            code = self._child(planned.run_id, ["resume", planned.run_id, "--host", host])
+        return self._result(planned, action)
+
+    def _child(self, run_id: str, args: list[str]) -> int:
+        log = self.folder / f"{run_id}.out"
+        env = {**os.environ, "CONTREACT_PARENT_PID": str(os.getpid())}
+        with log.open("a", encoding="utf-8") as out:
+            proc = subprocess.run(
+                [sys.executable, "-m", "contreact", *self.cli_flags, *args, "--quiet"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                check=False,
+            )
+        return proc.returncode
+
+    def _host_failed(self, run_id: str) -> bool:
+        errors = [
+            e for e in read_events(engine_for(self.storage), run_id) if e["event_type"] == "ERROR"
+        ]
+        return bool(errors) and errors[-1]["payload"].get("kind") in HOST_FAILURES
+
+    def _result(self, planned: PlannedRun, action: str) -> BatchResult:
+        engine = engine_for(self.storage)
+        try:
+            record = get_run(engine, planned.run_id)
+        except RunNotFoundError:
+            log = self.folder / f"{planned.run_id}.out"
+            lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+            reason = lines[-1] if lines else "the run never started"
+            self.notify(planned.run_id, f"not started: {reason}")
+            return BatchResult(
+                planned.run_id, planned.model, "", "not started", action, 0, 0, 0, 0, reason
+            )
+        records = cycle_records(engine, planned.run_id)
+        result = BatchResult(
+            run_id=planned.run_id,
+            model=planned.model,
+            host=record.host,
+            status=record.status,
+            action=action,
+            cycles=len(records),
+            memory_ops=sum(int(r.metrics.get("memory_ops_total", 0)) for r in records),
+            operator_messages=sum(int(r.metrics.get("messages_to_operator", 0)) for r in records),
+            final_memory_keys=int(records[-1].metrics.get("final_memory_keys", 0))
+            if records
+            else 0,
+            reason=record.reason,
+        )
+        self.notify(planned.run_id, f"{result.status} ({result.cycles} cycles)")
+        return result
+
+
+def die_with_parent() -> None:
+    """In a batch's child: be killed when the batch process dies (Linux), never orphaned."""
+    parent = os.environ.get("CONTREACT_PARENT_PID")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except OSError:
+        return
+    if os.getppid() != int(parent):
+        # The batch died before the signal was armed.
+        os._exit(1)
