@@ -27,6 +27,8 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    inspect,
+    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
@@ -89,7 +91,7 @@ cycles = Table(
     metadata,
     Column("run_id", String(200), primary_key=True),
     Column("cycle", Integer, primary_key=True),
-    Column("opening", Text, nullable=False, default=""),
+    Column("opening", Text, nullable=False, default="", server_default=""),
     Column("reflection", Text, nullable=False),
     Column("metrics", Text, nullable=False),
     Column("flags", Text, nullable=False),
@@ -188,8 +190,35 @@ def engine_for(storage: Storage) -> Engine:
         else:
             engine = create_engine(storage.url, pool_pre_ping=True, pool_size=5, max_overflow=10)
         metadata.create_all(engine)
+        _add_missing_columns(engine)
         _engines[storage.url] = engine
         return engine
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Bring tables made by an older contreact up to date (new columns only ever get added).
+
+    Every column added after a release is nullable or has a server default, so adding it
+    to an existing table is safe and keeps the rows.
+    """
+    existing = inspect(engine)
+    for table in metadata.sorted_tables:
+        if not existing.has_table(table.name):
+            continue
+        present = {c["name"] for c in existing.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in present:
+                continue
+            kind = column.type.compile(engine.dialect)
+            default = ""
+            if column.server_default is not None:
+                default = f" DEFAULT '{column.server_default.arg}'"  # type: ignore[attr-defined]
+            elif not column.nullable:
+                default = " DEFAULT ''"
+            with engine.begin() as conn:
+                conn.execute(
+                    text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}{default}")
+                )
 
 
 def dispose_engines() -> None:

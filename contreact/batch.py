@@ -237,21 +237,3 @@ class BatchRunner:
         )
         self.notify(planned.run_id, f"{result.status} ({result.cycles} cycles)")
         return result
-
-
-def die_with_parent() -> None:
-    """In a batch's child: be killed when the batch process dies (Linux), never orphaned."""
-    parent = os.environ.get("CONTREACT_PARENT_PID")
-    if not parent or not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    import signal
-
-    pr_set_pdeathsig = 1
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-    except OSError:
-        return
-    if os.getppid() != int(parent):
-        # The batch died before the signal was armed.
-        os._exit(1)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from checkpoints.registry import check_run_id
-from graph.state import Context, default_model_options
+from graph.defaults import default_model_options
+
+if TYPE_CHECKING:
+    from graph.state import Context
 
 DEFAULT_OPERATOR_REPLY = (
     "This is an automatic reply: the operator is not available right now and has read your message."
@@ -142,6 +145,8 @@ class Config(_Strict):
 
     def to_context(self, *, data_dir: str | None = None) -> Context:
         """The runtime Context for this config (`data_dir` from the CLI wins)."""
+        from graph.state import Context
+
         kwargs: dict[str, Any] = {}
         host = self.ollama.host or (self.ollama.hosts[0] if self.ollama.hosts else None)
         if host:

@@ -8,15 +8,16 @@ so they stay greppable. `quiet` keeps only reflections and the outcome.
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
-from checkpoints.registry import RunRecord
-from contreact.runner import RunOutcome
-from graph.state import AgentState
+if TYPE_CHECKING:
+    from checkpoints.registry import RunRecord
+    from contreact.runner import RunOutcome
+    from graph.state import AgentState
 
 DOING = {
     "assemble": "assembling the prompt",

@@ -34,8 +34,9 @@ from checkpoints.registry import (
 )
 from checkpoints.saver import open_saver
 from contreact.config import Config, apply_overrides, deep_merge, parse_config
-from graph import builder, recursion_limit
+from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
 from graph.state import AgentState, fresh_cycle
+from graph.wiring import builder, recursion_limit
 from nodes.ollama_client import ModelCallError
 from tools.operator import OPERATOR_INTERRUPT
 
@@ -99,18 +100,6 @@ class SilentProgress:
 
 
 AskOperator = Callable[[str], str]
-
-
-class RunAlreadyCompletedError(Exception):
-    """`resume` of a completed run without `--cycles`."""
-
-
-class NotWaitingError(Exception):
-    """`reply` to a run that is not paused on an operator message."""
-
-
-class OperatorUnavailableError(Exception):
-    """The terminal policy needs a console and there is none."""
 
 
 def config_of(record: RunRecord, overrides: dict[str, Any] | None = None) -> Config:

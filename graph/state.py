@@ -12,7 +12,6 @@ so a growing list here would make storage per cycle grow with the run.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Annotated, Any, Literal, TypedDict
@@ -21,6 +20,7 @@ from langchain_core.messages import AnyMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from checkpoints.db import Storage, resolve_storage
+from graph.defaults import default_model_options, default_ollama_host
 
 Outcome = Literal["", "calls", "retry", "final"]
 RunStatus = Literal["running", "completed"]
@@ -137,17 +137,6 @@ def fresh_cycle(
         "cycle_started": 0.0,
         "status": "running",
     }
-
-
-def default_ollama_host() -> str:
-    """`OLLAMA_HOST` (scheme added if missing), else the local default."""
-    host = os.environ.get("OLLAMA_HOST", "").strip() or "http://localhost:11434"
-    return host if "://" in host else f"http://{host}"
-
-
-def default_model_options() -> dict[str, Any]:
-    """Options passed to Ollama when the config gives none."""
-    return {"temperature": 0.6, "seed": 42, "num_ctx": 8192}
 
 
 @dataclass(kw_only=True)

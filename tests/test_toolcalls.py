@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +66,7 @@ def test_corpus_is_big_enough_and_ids_unique() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
 def test_corpus_case(case: dict[str, Any]) -> None:
     expect = case["expect"]
-    started = time.perf_counter()
     result = parse_response(_content(case), case.get("native") or [], SCHEMAS)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 2.0, f"parse took {elapsed:.2f}s"
 
     assert isinstance(result, OUTCOMES[expect["outcome"]]), result
     if isinstance(result, ToolCalls):
@@ -290,10 +286,9 @@ ADVERSARIAL = {
 
 
 @pytest.mark.parametrize("text", list(ADVERSARIAL.values()), ids=list(ADVERSARIAL))
-def test_adversarial_inputs_are_fast_and_total(text: str) -> None:
-    started = time.perf_counter()
+def test_adversarial_inputs_are_total(text: str) -> None:
+    # How fast these parse is measured by benchmarks/parser_speed.py, not asserted here.
     result = parse_response(text, [], SCHEMAS)
-    assert time.perf_counter() - started < 3.0
     assert isinstance(result, ToolCalls | FinalAnswer | NoAnswer)
     if isinstance(result, NoAnswer):
         assert not result.detail.startswith(INTERNAL_ERROR_PREFIX)

@@ -7,23 +7,21 @@ operator. Every error is one clear line on stderr; `--debug` adds the traceback.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable
-from typing import Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 
 from checkpoints.db import Storage, resolve_storage
 from checkpoints.registry import RunExistsError, RunNotFoundError
-from contreact.batch import die_with_parent
 from contreact.config import ConfigError
-from contreact.runner import (
-    NotWaitingError,
-    OperatorUnavailableError,
-    RunAlreadyCompletedError,
-    RunOutcome,
-)
+from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
+
+if TYPE_CHECKING:
+    from contreact.runner import RunOutcome
 
 app = typer.Typer(
     name="contreact",
@@ -126,3 +124,21 @@ def main_options(
     OPTIONS.data_dir, OPTIONS.db_url, OPTIONS.debug = data_dir, db_url, debug
     die_with_parent()
     logging.basicConfig(level=logging.WARNING if debug else logging.ERROR, format="%(message)s")
+
+
+def die_with_parent() -> None:
+    """In a batch's child: be killed when the batch process dies (Linux), never orphaned."""
+    parent = os.environ.get("CONTREACT_PARENT_PID")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except OSError:
+        return
+    if os.getppid() != int(parent):
+        # The batch died before the signal was armed.
+        os._exit(1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,7 +19,9 @@ from checkpoints.registry import get_run
 from contreact.cli.app import BadInputError, app, ask_on_terminal, guarded, out, storage
 from contreact.config import deep_merge, load_config, parse_config
 from contreact.progress import LineProgress
-from contreact.runner import RunOutcome, resume_run, start_run
+
+if TYPE_CHECKING:
+    from contreact.runner import RunOutcome
 
 EXIT_WORDS = frozenset({"exit", "quit", ":q", "/exit", "/quit"})
 
@@ -73,6 +75,8 @@ def chat(
     """Chat with a tasked agent; `exit`, Ctrl-D or Ctrl-C leave, `--resume` continues later."""
 
     def body() -> None:
+        from contreact.runner import resume_run, start_run
+
         where = storage()
         progress = ChatProgress(quiet=quiet)
         name = resume

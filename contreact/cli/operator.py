@@ -15,7 +15,6 @@ from rich.table import Table
 
 from contreact.cli.app import app, ask_on_terminal, finish, guarded, out, storage
 from contreact.progress import LineProgress
-from contreact.runner import pending_operator_messages, resume_run
 
 
 @app.command()
@@ -25,6 +24,8 @@ def operator(
     """List the agents' messages waiting for the operator, in all runs."""
 
     def body() -> None:
+        from contreact.runner import pending_operator_messages
+
         pending = pending_operator_messages(storage())
         if as_json:
             out.print_json(json.dumps([asdict(p) for p in pending]))
@@ -50,6 +51,8 @@ def reply(
     """Answer the message RUN is waiting on; the run continues (until done or the next message)."""
 
     def body() -> NoReturn:
+        from contreact.runner import resume_run
+
         outcome = resume_run(
             run_id,
             storage(),

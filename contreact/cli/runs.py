@@ -27,7 +27,6 @@ from contreact.cli.app import (
 )
 from contreact.config import load_config, parse_config
 from contreact.progress import LineProgress
-from contreact.runner import fork_run, resume_run, start_run
 from tools.memory import memory_snapshot
 
 
@@ -45,6 +44,8 @@ def run(
     """Start a new run from CONFIG."""
 
     def body() -> NoReturn:
+        from contreact.runner import start_run
+
         cfg = load_config(
             config, {"model": model, "cycles": cycles, "run_id": run_id, "host": host}
         )
@@ -67,6 +68,8 @@ def resume(
     """Continue RUN from its last checkpoint (after a crash, a failure or a pause)."""
 
     def body() -> NoReturn:
+        from contreact.runner import resume_run
+
         if cycles is not None and cycles < 1:
             raise BadInputError("--cycles must be at least 1")
         outcome = resume_run(
@@ -225,6 +228,7 @@ def demo(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Run a short agent against the bundled Ollama stub: no Ollama needed."""
+    from contreact.runner import start_run
     from contreact.stub import StubServer
 
     def body() -> NoReturn:
@@ -269,6 +273,8 @@ def fork(
     """Branch RUN from the end of a cycle into a new run (the original is untouched), and run it."""
 
     def body() -> NoReturn:
+        from contreact.runner import fork_run
+
         changes = {"model": model} if model else {}
         try:
             outcome = fork_run(

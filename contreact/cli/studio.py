@@ -15,10 +15,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from langchain_core.runnables.graph import Graph
+
+if TYPE_CHECKING:
+    from langchain_core.runnables.graph import Graph
 
 from contreact.cli.app import BadInputError, app, guarded, out
 

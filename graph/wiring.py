@@ -65,3 +65,7 @@ builder.add_edge("invoke", "parse")
 builder.add_conditional_edges("parse", route_after_parse)
 builder.add_edge("dispatch", "assemble")
 builder.add_conditional_edges("reflect", route_after_reflect)
+
+graph = builder.compile(name="contreact")
+"""Compiled without a checkpointer: `langgraph dev` refuses a graph that brings its own;
+Studio gets the same checkpoints through the factory named in langgraph.json."""

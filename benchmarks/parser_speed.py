@@ -1,0 +1,51 @@
+"""How long the layered tool-call parser takes on large and adversarial model output.
+
+Real model messages are a few kB; this measures the parser on 50 kB inputs built to
+defeat naive scanners (deeply nested or unclosed braces, many `{"name":` prefixes, tag
+and ReAct floods), so a regression to quadratic-or-worse behaviour shows up as figures.
+Run: `.venv/bin/python benchmarks/parser_speed.py [--quick]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from nodes.toolcalls import parse_response
+from tools.registry import PARAMETER_SCHEMAS
+
+
+def inputs(size: int) -> dict[str, str]:
+    """Named inputs of about `size` characters."""
+    unit = '{"name": "write", "arguments": {"key": "k", "value": "v"}} '
+    return {
+        "typical-call (60 B)": unit,
+        "many-valid-calls": unit * (size // len(unit)),
+        "nested-objects": '{"a": ' * (size // 6),
+        "open-braces": "{" * size,
+        "name-prefixes": '{"name": ' * (size // 9),
+        "tool-call-tags": "<tool_call>" * (size // 11),
+        "action-lines": "Action: read\n" * (size // 13),
+        "plain-prose": "The agent thinks about prime gaps. " * (size // 35),
+    }
+
+
+def main() -> None:
+    """Print the median parse time per input."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller inputs, fewer repeats")
+    args = parser.parse_args()
+    size, repeats = (10_000, 2) if args.quick else (50_000, 5)
+    print(f"{'input':28s} {'chars':>8s} {'median s':>10s}")
+    for name, text in inputs(size).items():
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            parse_response(text, [], PARAMETER_SCHEMAS)
+            times.append(time.perf_counter() - started)
+        print(f"{name:28s} {len(text):8d} {statistics.median(times):10.4f}")
+
+
+if __name__ == "__main__":
+    main()
