@@ -146,6 +146,13 @@ def find_by_thread(engine: Engine, thread_id: str) -> RunRecord | None:
     return None if row is None else _record(row)
 
 
+def find_run_thread(engine: Engine, run_id: str) -> str | None:
+    """The thread id registered for `run_id`, if the run is registered."""
+    with engine.connect() as conn:
+        found = conn.execute(select(runs.c.thread_id).where(runs.c.run_id == run_id)).scalar()
+    return None if found is None else str(found)
+
+
 def list_runs(engine: Engine) -> list[RunRecord]:
     """All runs, oldest first."""
     with engine.connect() as conn:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langgraph.graph import START, StateGraph
+from langgraph.graph import END, START, StateGraph
 
 from graph.state import AgentState, Context
 from nodes.assemble import assemble
@@ -27,23 +27,19 @@ NODES_PER_STEP = 4
 """assemble, invoke, parse, dispatch: supersteps per model call at most."""
 
 
-def route_after_parse(state: AgentState) -> Literal["dispatch", "assemble", "reflect"]:
+def route_after_parse(state: AgentState) -> Literal["calls", "retry", "final"]:
     """Tool calls → dispatch; empty or malformed → assemble (corrective turn); final → reflect."""
-    if state.outcome == "calls":
-        return "dispatch"
-    if state.outcome == "retry":
-        return "assemble"
-    if state.outcome == "final":
-        return "reflect"
+    if state.outcome in ("calls", "retry", "final"):
+        return state.outcome
     raise ValueError(f"parse left an unexpected outcome: {state.outcome!r}")
 
 
-def route_after_reflect(state: AgentState) -> Literal["assemble", "__end__"]:
+def route_after_reflect(state: AgentState) -> Literal["next cycle", "done"]:
     """Cycles left → assemble the next one; otherwise the run ends."""
     if state.status == "running":
-        return "assemble"
+        return "next cycle"
     if state.status == "completed":
-        return "__end__"
+        return "done"
     raise ValueError(f"reflect left an unexpected status: {state.status!r}")
 
 
@@ -62,9 +58,14 @@ builder.add_node("reflect", reflect)
 builder.add_edge(START, "assemble")
 builder.add_edge("assemble", "invoke")
 builder.add_edge("invoke", "parse")
-builder.add_conditional_edges("parse", route_after_parse)
+# The path maps name the edges, so Studio, mermaid and PNG drawings show why a route is taken.
+builder.add_conditional_edges(
+    "parse", route_after_parse, {"calls": "dispatch", "retry": "assemble", "final": "reflect"}
+)
 builder.add_edge("dispatch", "assemble")
-builder.add_conditional_edges("reflect", route_after_reflect)
+builder.add_conditional_edges(
+    "reflect", route_after_reflect, {"next cycle": "assemble", "done": END}
+)
 
 graph = builder.compile(name="contreact")
 """Compiled without a checkpointer: `langgraph dev` refuses a graph that brings its own;

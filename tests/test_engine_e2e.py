@@ -123,3 +123,39 @@ def test_run_refuses_existing_id(tmp_path: Path, sqlite_backend: Backend) -> Non
     assert len(again.stderr.strip().splitlines()) == 1
     # The second attempt did not touch the first run's log.
     assert sum(e["event_type"] == "RUN_START" for e in read_log(backend, "twice")) == 1
+
+
+def test_a_copied_thread_cannot_write_into_a_registered_run(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    """A thread carrying another thread's run id (a Studio copy) is refused before any effect."""
+    import uuid
+
+    import pytest
+
+    from checkpoints.db import engine_for
+    from checkpoints.events import read_events
+    from checkpoints.saver import open_saver
+    from graph import builder
+    from graph.state import Context
+    from nodes.session import ForeignThreadError
+
+    backend = sqlite_backend
+    with scripted_stub(FOUR_CYCLES) as server:
+        config = write_config(
+            tmp_path / "run.yaml", backend, run_id="owned", cycles=1, ollama={"host": server.url}
+        )
+        assert cli(backend, "run", str(config)).returncode == 0
+        engine = engine_for(backend.storage())
+        before, sent = read_events(engine, "owned"), len(server.requests())
+        ctx = Context(model="stub-model", ollama_host=server.url, data_dir=str(backend.data_dir))
+        with open_saver(backend.storage()) as saver:
+            copy = builder.compile(checkpointer=saver)
+            with pytest.raises(ForeignThreadError, match="contreact fork owned"):
+                copy.invoke(
+                    {"run_id": "owned", "cycle": 2, "last_cycle": 2},
+                    {"configurable": {"thread_id": str(uuid.uuid4())}},
+                    context=ctx,
+                )
+        assert len(server.requests()) == sent, "the copy must not reach the model"
+    assert read_events(engine, "owned") == before
