@@ -292,3 +292,31 @@ def fork(
         finish(outcome)
 
     guarded(body)
+
+
+@app.command()
+def doctor(
+    config: Annotated[Path | None, typer.Argument(help="Check what this run config needs.")] = None,
+    model: Annotated[str | None, typer.Option(help="The model to check.")] = None,
+    host: Annotated[str | None, typer.Option(help="The Ollama host to check.")] = None,
+) -> None:
+    """Check that Ollama answers, has the model, and that the model can call tools."""
+    from contreact.doctor import run_checks
+    from graph.defaults import default_ollama_host
+
+    def body() -> None:
+        cfg = load_config(config, {"model": model, "host": host}) if config else None
+        where = storage(cfg.storage.data_dir, cfg.storage.url) if cfg else storage()
+        target = model or (cfg.model if cfg else "llama3.1:8b")
+        server = host or (cfg.to_context().ollama_host if cfg else default_ollama_host())
+        embedding = cfg.similarity.embedding_model if cfg else None
+        failed = False
+        for check in run_checks(server, target, where, embedding):
+            mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"
+            out.print(f"{mark} {check.name:<10} ", end="")
+            out.print(check.detail, markup=False)
+            failed = failed or not check.ok
+        if failed:
+            raise typer.Exit(1)
+
+    guarded(body)

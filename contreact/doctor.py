@@ -1,0 +1,103 @@
+"""Pre-flight checks before a long run: is Ollama there, has it the model, can it call tools?
+
+A ten-hour batch that fails in its first minute because a model was never pulled, or
+because the model has no tool support and silently answers in prose, is the most common
+way to lose a night. These checks take a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from checkpoints.db import Storage, engine_for
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's verdict."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def _show(client: httpx.Client, host: str, model: str) -> dict[str, Any] | None:
+    reply = client.post(f"{host}/api/show", json={"model": model})
+    if reply.status_code == 404:
+        return None
+    reply.raise_for_status()
+    data: dict[str, Any] = reply.json()
+    return data
+
+
+def run_checks(
+    host: str,
+    model: str,
+    storage: Storage,
+    embedding_model: str | None = None,
+    timeout: float = 5.0,
+) -> Iterator[Check]:
+    """The checks, in order; later Ollama checks are skipped once Ollama is unreachable."""
+    host = host.rstrip("/")
+    with httpx.Client(timeout=timeout) as client:
+        try:
+            version = client.get(f"{host}/api/version").json().get("version", "?")
+        except (httpx.HTTPError, ValueError) as exc:
+            yield Check(
+                "ollama", False, f"cannot reach Ollama at {host}: {exc}; is `ollama serve` running?"
+            )
+        else:
+            yield Check("ollama", True, f"Ollama {version} at {host}")
+            try:
+                details = _show(client, host, model)
+            except httpx.HTTPError as exc:
+                yield Check("model", False, f"asking {host} about {model!r} failed: {exc}")
+                details = None
+            else:
+                if details is None:
+                    yield Check(
+                        "model",
+                        False,
+                        f"model {model!r} is not on {host}: run `ollama pull {model}`",
+                    )
+                else:
+                    size = (details.get("details") or {}).get("parameter_size", "")
+                    yield Check("model", True, f"{model} {size}".strip())
+                    yield _tool_support(model, details)
+            if embedding_model:
+                try:
+                    found = _show(client, host, embedding_model)
+                except httpx.HTTPError:
+                    found = None
+                yield Check(
+                    "embeddings",
+                    found is not None,
+                    f"{embedding_model} available"
+                    if found is not None
+                    else f"embedding model {embedding_model!r} missing: similarity uses TF-IDF",
+                )
+    try:
+        with engine_for(storage).connect():
+            pass
+        yield Check("storage", True, storage.url)
+    except Exception as exc:  # noqa: BLE001 - any failure is the verdict
+        yield Check("storage", False, f"cannot open {storage.url}: {type(exc).__name__}: {exc}")
+
+
+def _tool_support(model: str, details: dict[str, Any]) -> Check:
+    capabilities = details.get("capabilities")
+    if capabilities is not None:
+        ok = "tools" in capabilities
+    else:  # older Ollama: a template that renders tools is the sign
+        ok = ".Tools" in str(details.get("template", ""))
+    detail = (
+        "native tool calls supported"
+        if ok
+        else f"{model} has no native tool support: calls will be parsed from its text (JSON, "
+        "<tool_call>, ReAct), which works less reliably"
+    )
+    return Check("tools", ok, detail)

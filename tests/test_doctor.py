@@ -1,0 +1,20 @@
+"""`contreact doctor` against the stub: what passes, what fails and says what to do."""
+
+from __future__ import annotations
+
+from conftest import Backend, cli
+from contreact.stub import StubServer
+
+
+def test_doctor_passes_and_fails_with_advice(sqlite_backend: Backend) -> None:
+    with StubServer(models=["stub-model"]).start() as server:
+        server.add_model("prose-only", capabilities=["completion"])
+        good = cli(sqlite_backend, "doctor", "--model", "stub-model", "--host", server.url)
+        missing = cli(sqlite_backend, "doctor", "--model", "llama3.1:8b", "--host", server.url)
+        prose = cli(sqlite_backend, "doctor", "--model", "prose-only", "--host", server.url)
+    assert good.returncode == 0, good.stdout
+    assert "native tool calls supported" in good.stdout
+    assert missing.returncode == 1 and "ollama pull llama3.1:8b" in missing.stdout
+    assert prose.returncode == 1 and "no native tool support" in prose.stdout
+    down = cli(sqlite_backend, "doctor", "--host", "http://127.0.0.1:9")
+    assert down.returncode == 1 and "cannot reach Ollama" in down.stdout
