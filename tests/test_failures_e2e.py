@@ -93,3 +93,29 @@ def test_unknown_run_and_missing_config_exit_2(tmp_path: Path, sqlite_backend: B
     assert cli(sqlite_backend, "status", "ghost").returncode == 2
     missing = cli(sqlite_backend, "run", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2 and "cannot read config" in missing.stderr
+
+
+def test_hanging_model_times_out_and_fails_with_one_line(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    with StubServer().start() as server:
+        server.add_faults(*[{"kind": "delay", "seconds": 3}] * 2, {"kind": "http", "status": 429})
+        config = write_config(
+            tmp_path / "c.yaml",
+            sqlite_backend,
+            run_id="hang",
+            cycles=1,
+            ollama={"host": server.url, "timeout_s": 1, "retries": 1, "retry_budget_s": 10},
+        )
+        result = cli(sqlite_backend, "run", str(config))
+        assert result.returncode == 1
+        assert result.stderr.count("\n") == 1 and "did not answer within 1 s" in result.stderr
+        errors = [
+            e["payload"] for e in read_log(sqlite_backend, "hang") if e["event_type"] == "ERROR"
+        ]
+        assert [(e["kind"], e["attempts"]) for e in errors] == [("timeout", 2)]
+        # Resumed, the remaining fault (429, rate limited) is retried and the run completes.
+        resumed = cli(sqlite_backend, "resume", "hang")
+    assert resumed.returncode == 0, resumed.stderr
+    first = next(e for e in read_log(sqlite_backend, "hang") if e["event_type"] == "LLM_INVOCATION")
+    assert [r["kind"] for r in first["payload"]["retries"]] == ["rate_limited"]

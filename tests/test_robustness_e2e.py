@@ -272,3 +272,25 @@ def test_forty_steps_in_a_small_context(tmp_path: Path, sqlite_backend: Backend)
     assert len(json.loads(cli(sqlite_backend, "memory", "long", "--json").stdout)) == 20
     end = next(e["payload"] for e in log if e["event_type"] == "CYCLE_END")
     assert end["metrics"]["steps"] == 40 and end["flags"] == []
+
+
+def test_wall_clock_limit_closes_the_cycle(tmp_path: Path, sqlite_backend: Backend) -> None:
+    with StubServer(agent=LooperAgent(), latency_ms=300).start() as server:
+        config = write_config(
+            tmp_path / "c.yaml",
+            sqlite_backend,
+            run_id="slow",
+            cycles=1,
+            ollama={"host": server.url},
+            limits={"cycle_seconds": 0.5},
+        )
+        result = cli(sqlite_backend, "run", str(config))
+        requests = [r["body"] for r in server.requests()]
+    assert result.returncode == 0, result.stderr
+    end = next(
+        e["payload"] for e in read_log(sqlite_backend, "slow") if e["event_type"] == "CYCLE_END"
+    )
+    assert end["metrics"]["out_of_time"] is True and end["flags"] == []
+    assert end["final_reflection"] == "Done looping in cycle 1."
+    assert 1 <= end["metrics"]["tool_calls"] <= 3, "the loop should stop soon after 0.5 s"
+    assert requests[-1].get("tools") in (None, []) and all(r.get("tools") for r in requests[:-1])
