@@ -85,21 +85,16 @@ def _run_call(
         )
         output = truncate_output(outcome.output, ctx.tool_output_chars)
         batch = [
-            Event(
-                "TOOL_CALL",
+            _tool_event(
                 cycle,
+                step,
                 key,
-                {
-                    "step": step,
-                    "call_id": call["id"],
-                    "tool_name": call["name"],
-                    "parameters": call["args"],
-                    "output": output,
-                    "error": outcome.error,
-                    "refused": refused is not None,
-                    "truncated": output != outcome.output,
-                    "duration_s": round(time.monotonic() - started, 4),
-                },
+                call,
+                output,
+                outcome.error,
+                refused is not None,
+                truncated=output != outcome.output,
+                seconds=time.monotonic() - started,
             )
         ]
         if session.details:
@@ -124,6 +119,37 @@ def _run_call(
         return ledger.commit(key, cycle, _failure(cycle, step, key, call, exc))
 
 
+def _tool_event(
+    cycle: int,
+    step: int,
+    key: str,
+    call: PendingCall,
+    output: str,
+    error: bool,
+    refused: bool,
+    *,
+    truncated: bool = False,
+    seconds: float = 0.0,
+) -> Event:
+    """The TOOL_CALL event of one call."""
+    return Event(
+        "TOOL_CALL",
+        cycle,
+        key,
+        {
+            "step": step,
+            "call_id": call["id"],
+            "tool_name": call["name"],
+            "parameters": call["args"],
+            "output": output,
+            "error": error,
+            "refused": refused,
+            "truncated": truncated,
+            "duration_s": round(seconds, 4),
+        },
+    )
+
+
 def _failure(
     cycle: int, step: int, key: str, call: PendingCall, exc: Exception
 ) -> Callable[[Connection], tuple[dict[str, Any], list[Event]]]:
@@ -133,22 +159,7 @@ def _failure(
 
     def act(_conn: Connection) -> tuple[dict[str, Any], list[Event]]:
         return {"output": output, "error": True, "ran": True}, [
-            Event(
-                "TOOL_CALL",
-                cycle,
-                key,
-                {
-                    "step": step,
-                    "call_id": call["id"],
-                    "tool_name": call["name"],
-                    "parameters": call["args"],
-                    "output": output,
-                    "error": True,
-                    "refused": False,
-                    "truncated": False,
-                    "duration_s": 0.0,
-                },
-            ),
+            _tool_event(cycle, step, key, call, output, True, False),
             Event(
                 "ERROR",
                 cycle,
