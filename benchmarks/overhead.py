@@ -23,19 +23,31 @@ orders) and the medians are compared, so both see the same machine load. The rat
 0 ms latency has the target (<= 1.5x): that is where the framework's own cost shows;
 at 100 ms it is diluted by the model.
 
-``--profile`` adds a breakdown of contreact's step time: per node (wall time between
-the graph's update events, which includes each superstep's checkpoint write) and per
-component (a sampling profiler that also sees LangGraph's checkpoint-writing thread;
-see ``benchmarks/sampling.py``).
+``--profile`` adds a breakdown of contreact's step time: engine functions wrapped with
+timers (model call, journal, event rows, JSONL mirror, checkpoint writes, ...; see
+``benchmarks/timers.py``; the remainder is LangGraph's loop and node glue), per node
+(from the runner's progress events), and per component from a sampling profiler that
+also sees LangGraph's checkpoint-writing thread (``benchmarks/sampling.py``).
+
+``--ablate`` is a diagnostic, not a figure: it re-measures contreact's step time with one
+mechanism at a time switched off or swapped by monkeypatching in this process (the
+engine's code is not changed): the SQLite checkpointer replaced by LangGraph's
+in-memory saver, ``durability="async"``/``"exit"`` instead of ``"sync"``, no JSONL log
+mirror, no event rows, no journal look-up, no "tasks" stream, no similarity monitor.
+The difference to the unchanged engine is what that mechanism costs per step. Two
+references frame it: the same five-node graph in plain LangGraph (with and without a
+checkpointer) and the hand-written loop.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections import Counter
-from collections.abc import Callable
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, TypedDict
 
 from common import (
     MODEL,
@@ -51,9 +63,30 @@ from common import (
     report,
     run_config,
 )
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+from contreact.runner import SilentProgress
 
 
-def baseline_loop(host: str, cycles: int, model_options: dict[str, Any]) -> list[float]:
+class State(TypedDict):
+    """State of the plain-LangGraph reference graph (see `langgraph_floor_loop`)."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    cycle: int
+    outcome: str
+
+
+Mark = tuple[float, float]
+"""(``perf_counter()``, ``process_time()``): wall clock and this process's CPU time."""
+
+
+def mark() -> Mark:
+    """Read both clocks."""
+    return now(), time.process_time()
+
+
+def baseline_loop(host: str, cycles: int, model_options: dict[str, Any]) -> list[Mark]:
     """The minimal hand-written loop: ChatOllama, a message list, a dict for memory.
 
     Args:
@@ -62,7 +95,7 @@ def baseline_loop(host: str, cycles: int, model_options: dict[str, Any]) -> list
         model_options: Ollama options, as contreact sends them.
 
     Returns:
-        ``perf_counter()`` at the end of each cycle (index 0 = cycle 1).
+        Wall and CPU clock readings at the end of each cycle (index 0 = cycle 1).
     """
     from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
     from langchain_ollama import ChatOllama
@@ -75,7 +108,7 @@ def baseline_loop(host: str, cycles: int, model_options: dict[str, Any]) -> list
     ).bind_tools(TOOL_SCHEMAS)
     memory: dict[str, str] = {}
     notes: list[str] = []
-    ends: list[float] = []
+    ends: list[Mark] = []
     for cycle in range(1, cycles + 1):
         system = SYSTEM_PROMPT
         if notes:
@@ -98,42 +131,52 @@ def baseline_loop(host: str, cycles: int, model_options: dict[str, Any]) -> list
                 else:
                     output = memory.get(args.get("key", ""), "Error: no such key.")
                 messages.append(ToolMessage(output, tool_call_id=call["id"] or "x"))
-        ends.append(now())
+        ends.append(mark())
     return ends
 
 
-class CycleClock:
-    """A runner `Progress` that notes when each cycle ends and how long each node took."""
+class CycleClock(SilentProgress):
+    """A runner `Progress` that notes when cycles end and how long each node's events span.
+
+    Per node it adds up the time from the node's task-start event to its update event,
+    and separately the time from an update to the next task start. LangGraph hands the
+    stream's events over in batches, so these intervals are approximate: a node's
+    interval also holds some of LangGraph's work around it.
+    """
 
     def __init__(self) -> None:
-        self.ends: list[float] = []
-        self.node_time: Counter[str] = Counter()
+        self.ends: list[Mark] = []
+        self.node_time: defaultdict[str, float] = defaultdict(float)
         self.node_count: Counter[str] = Counter()
-        self._last = now()
+        self.between = 0.0
+        self._last = self._start = now()
 
     def started(self, record: Any, state: Any, resumed: bool) -> None:
-        """Start the node clock."""
+        """Start the clock."""
         self._last = now()
 
+    def node_started(self, node: str) -> None:
+        """Charge the time since the previous update to LangGraph; start the node's clock."""
+        self._start = now()
+        self.between += self._start - self._last
+
     def update(self, node: str, update: dict[str, Any]) -> None:
-        """Charge the time since the previous update to ``node``; note cycle ends."""
+        """Charge the time since the node started to ``node``; note cycle ends."""
         t = now()
-        self.node_time[node] += t - self._last
+        self.node_time[node] += t - self._start
         self.node_count[node] += 1
         self._last = t
         if node == "reflect":
-            self.ends.append(t)
-
-    def operator(self, message: str, reply: str | None, policy: str) -> None:
-        """Nothing to note."""
-
-    def finished(self, outcome: Any) -> None:
-        """Nothing to note."""
+            self.ends.append(mark())
 
 
 def contreact_loop(
-    host: str, cycles: int, where: BenchStorage, clock: CycleClock | None = None
-) -> list[float]:
+    host: str,
+    cycles: int,
+    where: BenchStorage,
+    clock: CycleClock | None = None,
+    **extra: Any,
+) -> list[Mark]:
     """Run contreact in this process for ``cycles`` cycles.
 
     Args:
@@ -141,25 +184,27 @@ def contreact_loop(
         cycles: Cycles to run.
         where: Storage for the run.
         clock: Progress recorder to use (a fresh one if None).
+        **extra: Config overrides (e.g. ``similarity={"enabled": False}``).
 
     Returns:
-        ``perf_counter()`` at the end of each cycle.
+        Wall and CPU clock readings at the end of each cycle.
     """
     from contreact.config import parse_config
     from contreact.runner import start_run
 
     clock = clock or CycleClock()
     run_id = f"overhead-{uuid.uuid4().hex[:8]}"
-    config = parse_config(run_config(run_id, host, cycles, where), "benchmark")
+    config = parse_config(run_config(run_id, host, cycles, where, **extra), "benchmark")
     outcome = start_run(config, where.storage(), progress=clock)
     if outcome.status != "completed":
         raise RuntimeError(f"contreact run ended {outcome.status}: {outcome.reason}")
     return clock.ends
 
 
-def steady_step_s(ends: list[float], steps_after_first: int) -> float:
-    """Seconds per step from the end of cycle 1 to the end of the last cycle."""
-    return (ends[-1] - ends[0]) / steps_after_first
+def steady_step_s(ends: list[Mark], steps_after_first: int, cpu: bool = False) -> float:
+    """Wall (or this process's CPU) seconds per step from the end of cycle 1 to the end."""
+    i = 1 if cpu else 0
+    return (ends[-1][i] - ends[0][i]) / steps_after_first
 
 
 def measure(
@@ -174,18 +219,19 @@ def measure(
         reps: Runs of each loop.
 
     Returns:
-        ``{"baseline": [...], "contreact": [...], "baseline_run": [...],
-        "contreact_run": [...]}`` in seconds (per step, and per whole run).
+        Seconds per step (``baseline``, ``contreact``), CPU seconds of this process per
+        step (``..._cpu``) and seconds per whole run (``..._run``), one value per run.
     """
     from graph.state import default_model_options
 
     options = default_model_options()
-    loops: dict[str, Callable[[], list[float]]] = {
+    loops: dict[str, Callable[[], list[Mark]]] = {
         "baseline": lambda: baseline_loop(stub.url, cycles, options),
         "contreact": lambda: contreact_loop(stub.url, cycles, where),
     }
-    out: dict[str, list[float]] = {k: [] for k in ("baseline", "contreact")}
-    out.update({f"{k}_run": [] for k in ("baseline", "contreact")})
+    out: dict[str, list[float]] = {
+        f"{k}{suffix}": [] for k in ("baseline", "contreact") for suffix in ("", "_cpu", "_run")
+    }
     calls: dict[str, set[int]] = {"baseline": set(), "contreact": set()}
     # Warm-up (imports, first connections, SQLAlchemy statement caches), not measured.
     for name in loops:
@@ -203,7 +249,9 @@ def measure(
             requests = stub.requests()
             calls[name].add(len(requests))
             first_cycle_calls = sum(1 for r in requests if _opens_or_in_cycle_1(r))
-            out[name].append(steady_step_s(ends, len(requests) - first_cycle_calls))
+            steps = len(requests) - first_cycle_calls
+            out[name].append(steady_step_s(ends, steps))
+            out[f"{name}_cpu"].append(steady_step_s(ends, steps, cpu=True))
     if calls["baseline"] != calls["contreact"] or len(calls["baseline"]) != 1:
         raise RuntimeError(f"model calls differ: {calls}")
     return out
@@ -216,37 +264,333 @@ def _opens_or_in_cycle_1(request: dict[str, Any]) -> bool:
 
 
 def profile(stub: StubProcess, where: BenchStorage, cycles: int) -> None:
-    """Print where contreact's step time goes: per node and per component."""
+    """Print where contreact's step time goes: timed functions, nodes, sampled components."""
     from sampling import Sampler, shares
+    from timers import Timers
 
     clock = CycleClock()
-    sampler = Sampler().start()
-    contreact_loop(stub.url, cycles, where, clock)
-    counts = sampler.stop()
+    started = now()
+    with Timers() as timers:
+        contreact_loop(stub.url, cycles, where, clock)
     steps = clock.node_count["invoke"]
-    rows = [
-        [node, clock.node_count[node], clock.node_time[node] / steps * 1000]
-        for node in ("assemble", "invoke", "parse", "dispatch", "reflect")
-    ]
-    total = sum(clock.node_time.values()) / steps * 1000
-    rows.append(["all", sum(clock.node_count.values()), total])
+    step_ms = (clock.ends[-1][0] - started) / steps * 1000
+    rows = timers.rows(steps, step_ms)
+    rest = step_ms - timers.top_level_ms(steps)
+    rows.append(
+        ["rest: LangGraph loop + channels, node glue, runner", "", rest, f"{rest / step_ms:.0%}"]
+    )
+    rows.append(["whole step (this run, incl. setup)", steps, step_ms, "100%"])
     print_table(
-        ["node (incl. its superstep's checkpoint write)", "supersteps", "ms per model call"],
+        [
+            "function (inclusive wall time; indented = inside the row above)",
+            "calls",
+            "ms/step",
+            "share",
+        ],
         rows,
-        title=f"Profile, 0 ms latency, {cycles} cycles, {steps} model calls "
-        "(sampling profiler running: times are inflated)",
+        title=f"Profile at 0 ms latency: {cycles} cycles, {steps} model calls, engine functions "
+        "wrapped with timers",
     )
     print_table(
-        ["component (sampled wall time)", "share", "ms per model call"],
-        [[name, f"{share:.1%}", share * total] for name, share in shares(counts)],
+        ["node (task-start event -> update event)", "supersteps", "ms/step"],
+        [
+            [node, clock.node_count[node], clock.node_time[node] / steps * 1000]
+            for node in ("assemble", "invoke", "parse", "dispatch", "reflect")
+        ]
+        + [["between an update and the next task start", "", clock.between / steps * 1000]],
+        title="Per node (the stream hands events over in batches, so a node's interval also "
+        "holds LangGraph's work around it, e.g. the previous checkpoint write)",
+    )
+    sampler = Sampler().start()
+    contreact_loop(stub.url, cycles, where)
+    counts = sampler.stop()
+    print_table(
+        ["component (sampled wall time, all threads)", "share", "ms/step at the timed run's pace"],
+        [[name, f"{share:.1%}", share * step_ms] for name, share in shares(counts)],
+        title="Sampled (benchmarks/sampling.py; the sampler itself slows the run)",
+    )
+
+
+@contextmanager
+def _patched(module: Any, name: str, value: Any) -> Iterator[None]:
+    original = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
+def in_memory_checkpointer() -> AbstractContextManager[None]:
+    """Swap the runner's checkpointer for LangGraph's `InMemorySaver`."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    import contreact.runner as runner
+
+    @contextmanager
+    def open_saver(storage: Any) -> Iterator[Any]:
+        yield InMemorySaver()
+
+    return _patched(runner, "open_saver", open_saver)
+
+
+def durability(mode: str) -> AbstractContextManager[None]:
+    """Make the runner stream with another `durability` than its ``"sync"``."""
+    import contreact.runner as runner
+
+    original = runner.builder
+
+    class Builder:
+        def compile(self, **kwargs: Any) -> Any:
+            graph = original.compile(**kwargs)
+            stream = graph.stream
+
+            def patched(*args: Any, **kw: Any) -> Any:
+                kw["durability"] = mode
+                return stream(*args, **kw)
+
+            graph.stream = patched  # type: ignore[method-assign]
+            return graph
+
+    return _patched(runner, "builder", Builder())
+
+
+def no_jsonl() -> AbstractContextManager[None]:
+    """Skip appending committed events to the JSONL mirror."""
+    import checkpoints.journal as journal
+
+    return _patched(journal, "append_lines", lambda *args: None)
+
+
+def updates_only() -> AbstractContextManager[None]:
+    """Stream only "updates" (the runner also asks for "tasks", for its node-start events)."""
+    import contreact.runner as runner
+
+    original = runner.builder
+
+    class Builder:
+        def compile(self, **kwargs: Any) -> Any:
+            graph = original.compile(**kwargs)
+            stream = graph.stream
+
+            def patched(*args: Any, **kw: Any) -> Any:
+                kw["stream_mode"] = ["updates"]
+                return stream(*args, **kw)
+
+            graph.stream = patched  # type: ignore[method-assign]
+            return graph
+
+    return _patched(runner, "builder", Builder())
+
+
+def no_recall() -> AbstractContextManager[None]:
+    """Skip the journal look-up before each side effect (safe only for a fresh run)."""
+    from checkpoints.journal import Ledger
+
+    return _patched(Ledger, "recall", lambda self, key: Ledger.MISSING)
+
+
+def no_event_rows() -> AbstractContextManager[None]:
+    """Skip inserting event rows (the journal rows and memory changes still commit)."""
+    import checkpoints.journal as journal
+
+    return _patched(journal, "insert_events", lambda *args: [])
+
+
+def langgraph_floor_loop(host: str, cycles: int, where: BenchStorage, saver: bool) -> list[Mark]:
+    """The same graph shape in plain LangGraph: no journal, events, registry or budgets.
+
+    Five nodes like contreact's (assemble, invoke, parse, dispatch, reflect), the same
+    model call, a dict for memory, earlier notes kept outside the state; checkpointed
+    by the storage's saver with ``durability="sync"`` (or not checkpointed at all).
+
+    Args:
+        host: The stub's URL.
+        cycles: Cycles to run.
+        where: Storage whose checkpointer to use.
+        saver: False to compile the graph without a checkpointer.
+
+    Returns:
+        Wall and CPU clock readings at the end of each cycle.
+    """
+    from langchain_core.messages import HumanMessage, RemoveMessage, SystemMessage, ToolMessage
+    from langchain_ollama import ChatOllama
+    from langgraph.graph import START, StateGraph
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+    from checkpoints.saver import open_saver
+    from graph.state import default_model_options
+    from nodes.prompts import REFLECTIONS_HEADING, SYSTEM_PROMPT
+    from tools.registry import TOOL_SCHEMAS
+
+    llm = ChatOllama(
+        model=MODEL, base_url=host, keep_alive="5m", client_kwargs={"timeout": 60}
+    ).bind_tools(TOOL_SCHEMAS)
+    options = default_model_options()
+    memory: dict[str, str] = {}
+    notes: list[str] = []
+    ends: list[Mark] = []
+
+    def assemble(state: State) -> dict[str, Any]:
+        if state["messages"]:
+            return {}
+        return {"messages": [HumanMessage(f"Cycle {state['cycle']} begins.")]}
+
+    def invoke(state: State) -> dict[str, Any]:
+        system = SYSTEM_PROMPT
+        if notes:
+            system += "\n\n" + "\n\n".join([REFLECTIONS_HEADING, *notes])
+        return {
+            "messages": [llm.invoke([SystemMessage(system), *state["messages"]], options=options)]
+        }
+
+    def parse(state: State) -> dict[str, Any]:
+        return {"outcome": "calls" if state["messages"][-1].tool_calls else "final"}  # type: ignore[union-attr]
+
+    def dispatch(state: State) -> dict[str, Any]:
+        replies = []
+        for call in state["messages"][-1].tool_calls:  # type: ignore[union-attr]
+            args = call["args"]
+            if call["name"] == "write":
+                memory[args["key"]] = args["value"]
+                output = f"Stored '{args['key']}'."
+            else:
+                output = memory.get(args.get("key", ""), "Error: no such key.")
+            replies.append(ToolMessage(output, tool_call_id=call["id"] or "x"))
+        return {"messages": replies}
+
+    def reflect(state: State) -> dict[str, Any]:
+        notes.append(f"Cycle {state['cycle']}: {state['messages'][-1].content}")
+        ends.append(mark())
+        if state["cycle"] >= cycles:
+            return {"outcome": "end"}
+        return {
+            "cycle": state["cycle"] + 1,
+            "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)],
+            "outcome": "",
+        }
+
+    def after_parse(state: State) -> Literal["dispatch", "reflect"]:
+        return "dispatch" if state["outcome"] == "calls" else "reflect"
+
+    def after_reflect(state: State) -> Literal["assemble", "__end__"]:
+        return "__end__" if state["outcome"] == "end" else "assemble"
+
+    builder = StateGraph(State)
+    for name, node in [
+        ("assemble", assemble),
+        ("invoke", invoke),
+        ("parse", parse),
+        ("dispatch", dispatch),
+        ("reflect", reflect),
+    ]:
+        builder.add_node(name, node)
+    builder.add_edge(START, "assemble")
+    builder.add_edge("assemble", "invoke")
+    builder.add_edge("invoke", "parse")
+    builder.add_conditional_edges("parse", after_parse)
+    builder.add_edge("dispatch", "assemble")
+    builder.add_conditional_edges("reflect", after_reflect)
+    config: Any = {
+        "configurable": {"thread_id": str(uuid.uuid4())},
+        "recursion_limit": 20 * cycles + 10,
+    }
+    start = {"messages": [], "cycle": 1, "outcome": ""}
+    initial: Any = start
+    if not saver:
+        builder.compile().invoke(initial, config)
+        return ends
+    with open_saver(where.storage()) as checkpointer:
+        builder.compile(checkpointer=checkpointer).invoke(initial, config, durability="sync")
+    return ends
+
+
+def ablate(stub: StubProcess, where: BenchStorage, cycles: int, reps: int) -> None:
+    """Print contreact's step time with one mechanism at a time switched off.
+
+    Also times two references: the minimal hand-written loop, and the same graph shape
+    in plain LangGraph with and without a checkpointer (the floor of any design that
+    checkpoints every superstep of this graph).
+    """
+    from graph.state import default_model_options
+
+    options = default_model_options()
+
+    def shipped(
+        patch: Callable[[], AbstractContextManager[None]], **extra: Any
+    ) -> Callable[[], list[Mark]]:
+        def run() -> list[Mark]:
+            with patch():
+                return contreact_loop(stub.url, cycles, where, **extra)
+
+        return run
+
+    variants: list[tuple[str, Callable[[], list[Mark]]]] = [
+        ("contreact as shipped", shipped(nullcontext)),
+        ("  checkpointer: InMemorySaver instead of SQLite", shipped(in_memory_checkpointer)),
+        ('  durability="async" instead of "sync"', shipped(lambda: durability("async"))),
+        ('  durability="exit" (checkpoint only at the end)', shipped(lambda: durability("exit"))),
+        ("  no JSONL mirror of events", shipped(no_jsonl)),
+        ("  no event rows", shipped(no_event_rows)),
+        ("  no journal look-up before side effects", shipped(no_recall)),
+        ('  stream "updates" only (no "tasks" events)', shipped(updates_only)),
+        ("  no similarity monitor", shipped(nullcontext, similarity={"enabled": False})),
+        (
+            "reference: plain LangGraph, same 5 nodes, saver, sync",
+            lambda: langgraph_floor_loop(stub.url, cycles, where, True),
+        ),
+        (
+            "reference: plain LangGraph, same 5 nodes, no saver",
+            lambda: langgraph_floor_loop(stub.url, cycles, where, False),
+        ),
+        (
+            "reference: hand-written loop (baseline)",
+            lambda: baseline_loop(stub.url, cycles, options),
+        ),
+    ]
+    times: dict[str, list[float]] = {name: [] for name, _ in variants}
+    cpu: dict[str, list[float]] = {name: [] for name, _ in variants}
+    for _ in range(reps):
+        for name, run in variants:
+            stub.reset()
+            ends = run()
+            calls = len(stub.requests())
+            times[name].append(steady_step_s(ends, calls - calls // cycles))
+            cpu[name].append(steady_step_s(ends, calls - calls // cycles, cpu=True))
+    ref = "contreact as shipped"
+    wall = {name: min(v) * 1000 for name, v in times.items()}
+    proc = {name: min(v) * 1000 for name, v in cpu.items()}
+    print_table(
+        [
+            "variant (monkeypatched in this process)",
+            "wall ms/call",
+            "saves wall ms",
+            "CPU ms/call",
+            "saves CPU ms",
+        ],
+        [
+            [
+                name,
+                wall[name],
+                wall[ref] - wall[name] if name != ref else "",
+                proc[name],
+                proc[ref] - proc[name] if name != ref else "",
+            ]
+            for name in times
+        ],
+        title=f"Ablation at 0 ms latency ({reps} x {cycles} cycles each; the minimum of the "
+        "runs, since other load only ever adds time)",
     )
 
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--profile", action="store_true", help="also print where the time goes")
+    p.add_argument(
+        "--ablate", action="store_true", help="also time contreact with mechanisms switched off"
+    )
     args = p.parse_args()
-    cycles, reps = (4, 2) if args.quick else (12, 5)
+    cycles, reps = (4, 2) if args.quick else (12, 7)
     slow_cycles, slow_reps = (2, 1) if args.quick else (4, 3)
     figures: list[Figure] = []
     rows = []
@@ -257,8 +601,11 @@ def main() -> None:
             with StubProcess(scenario, workdir, latency_ms=latency) as stub:
                 result = measure(stub, where, n_cycles, n_reps)
                 if args.profile and latency == 0:
-                    profile(stub, where, cycles)
+                    profile(stub, where, 30)
+                if args.ablate and latency == 0:
+                    ablate(stub, where, cycles, max(reps, 9))
             base, cont = median(result["baseline"]), median(result["contreact"])
+            base_cpu, cont_cpu = median(result["baseline_cpu"]), median(result["contreact_cpu"])
             rows.append(
                 [
                     f"{latency} ms",
@@ -267,6 +614,8 @@ def main() -> None:
                     cont * 1000,
                     (cont - base) * 1000,
                     f"{cont / base:.2f}x",
+                    f"{base_cpu * 1000:.2f} / {cont_cpu * 1000:.2f}",
+                    f"{cont_cpu / base_cpu:.2f}x",
                     f"{median(result['baseline_run']):.2f} / {median(result['contreact_run']):.2f}",
                 ]
             )
@@ -280,6 +629,26 @@ def main() -> None:
                     note=f"{base * 1000:.2f} -> {cont * 1000:.2f} ms/step",
                 )
             )
+            if latency == 0:
+                best = min(result["contreact"]) / min(result["baseline"])
+                figures.append(
+                    Figure(
+                        "a-min",
+                        "same, ratio of the fastest runs @0 ms",
+                        best,
+                        "x",
+                        note="less sensitive to other load on the machine",
+                    )
+                )
+                figures.append(
+                    Figure(
+                        "a-cpu",
+                        "CPU time per step, contreact/baseline @0 ms",
+                        cont_cpu / base_cpu,
+                        "x",
+                        note=f"{base_cpu * 1000:.2f} -> {cont_cpu * 1000:.2f} CPU ms/step",
+                    )
+                )
     print_table(
         [
             "latency",
@@ -288,6 +657,8 @@ def main() -> None:
             "contreact ms/step",
             "overhead ms/step",
             "ratio",
+            "CPU ms/step (base / contreact)",
+            "CPU ratio",
             "whole run s (base / contreact)",
         ],
         rows,

@@ -95,6 +95,7 @@ class Sampler:
         """
         self.interval_s = interval_s
         self.counts: Counter[str] = Counter()
+        self.dropped = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._main = threading.main_thread().ident
@@ -120,18 +121,25 @@ class Sampler:
         me = threading.get_ident()
         while not self._stop.is_set():
             frames = sys._current_frames()
-            main = _stack(frames.get(self._main)) if self._main in frames else []
-            if main and not _is_waiting(main):
-                self.counts[classify(main)] += 1
-            else:
-                busy = [
-                    s
-                    for tid, f in frames.items()
-                    if tid not in (me, self._main) and not _is_waiting(s := _stack(f))
-                ]
-                self.counts[classify(busy[0]) if busy else "waiting (nothing busy)"] += 1
+            try:
+                self.counts[self._category(frames, me)] += 1
+            except (AttributeError, TypeError):
+                # A frame of another thread changed under us (CPython 3.11 exposes
+                # frames being torn down); drop the sample.
+                self.dropped += 1
             del frames
             time.sleep(self.interval_s)
+
+    def _category(self, frames: dict[int, FrameType], me: int) -> str:
+        main = _stack(frames.get(self._main)) if self._main in frames else []
+        if main and not _is_waiting(main):
+            return classify(main)
+        busy = [
+            s
+            for tid, f in frames.items()
+            if tid not in (me, self._main) and not _is_waiting(s := _stack(f))
+        ]
+        return classify(busy[0]) if busy else "waiting (nothing busy)"
 
 
 def shares(counts: Counter[str]) -> list[tuple[str, float]]:

@@ -50,6 +50,8 @@ from common import (
     run_config,
 )
 
+from contreact.runner import SilentProgress
+
 CHECKPOINT_TABLES = ("checkpoints", "writes", "checkpoint_blobs", "checkpoint_writes")
 
 
@@ -146,7 +148,7 @@ class Measurer:
 
 
 @dataclass
-class SnapshotProgress:
+class SnapshotProgress(SilentProgress):
     """A runner `Progress` that snapshots sizes at the start and after every cycle."""
 
     measurer: Measurer
@@ -162,12 +164,6 @@ class SnapshotProgress:
         if node == "reflect":
             self._take(len(self.snapshots))
 
-    def operator(self, message: str, reply: str | None, policy: str) -> None:
-        """Nothing to note."""
-
-    def finished(self, outcome: Any) -> None:
-        """Nothing to note."""
-
     def _take(self, cycle: int) -> None:
         started = now()
         self.snapshots.append(self.measurer.snapshot(cycle))
@@ -179,6 +175,11 @@ def per_cycle(snaps: list[Snapshot], cycle: int, window: int, attr: str) -> floa
     end, start = snaps[cycle], snaps[max(0, cycle - window)]
     cycles = end.cycle - start.cycle
     return (getattr(end, attr) - getattr(start, attr)) / cycles
+
+
+def growth(snaps: list[Snapshot], points: list[int], window: int, attr: str) -> float:
+    """Bytes per cycle at the last point divided by those at the first."""
+    return per_cycle(snaps, points[-1], window, attr) / per_cycle(snaps, points[0], window, attr)
 
 
 def table_per_cycle(snaps: list[Snapshot], cycle: int, window: int, table: str) -> float:
@@ -247,10 +248,7 @@ def main() -> None:
     rows.append(
         [
             f"ratio {points[-1]}/{points[0]}",
-            *[
-                f"{per_cycle(snaps, points[-1], window, a) / per_cycle(snaps, points[0], window, a):.2f}x"
-                for _, a in columns
-            ],
+            *[f"{growth(snaps, points, window, a):.2f}x" for _, a in columns],
         ]
     )
     print_table(

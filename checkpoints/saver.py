@@ -13,8 +13,23 @@ from contextlib import contextmanager
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpoints.db import SQLITE_BUSY_TIMEOUT_MS, Storage
+
+ALLOWED_TYPES = [("nodes.ollama_client", "ModelCallError")]
+"""Our own types LangGraph may find in a checkpoint: a failed model call is stored as the
+node's error write, and read back when the run is resumed. Everything else we checkpoint
+is plain data or LangChain messages, which LangGraph's serializer allows by itself."""
+
+
+def serializer() -> JsonPlusSerializer:
+    """The checkpoint serializer: LangGraph's, with our own types allowed by name.
+
+    Allowed explicitly, they load without warnings, and still load once LangGraph blocks
+    unregistered types by default.
+    """
+    return JsonPlusSerializer(allowed_msgpack_modules=ALLOWED_TYPES)
 
 
 def connect_sqlite(storage: Storage) -> sqlite3.Connection:
@@ -34,14 +49,14 @@ def connect_sqlite(storage: Storage) -> sqlite3.Connection:
 def open_saver(storage: Storage | None) -> Iterator[BaseCheckpointSaver]:
     """Open the checkpointer for `storage` (`None` means in-memory, for tests and chat)."""
     if storage is None:
-        yield InMemorySaver()
+        yield InMemorySaver(serde=serializer())
         return
     if storage.is_sqlite:
         from langgraph.checkpoint.sqlite import SqliteSaver
 
         conn = connect_sqlite(storage)
         try:
-            saver = SqliteSaver(conn)
+            saver = SqliteSaver(conn, serde=serializer())
             saver.setup()
             yield saver
         finally:
@@ -50,5 +65,6 @@ def open_saver(storage: Storage | None) -> Iterator[BaseCheckpointSaver]:
     from langgraph.checkpoint.postgres import PostgresSaver
 
     with PostgresSaver.from_conn_string(storage.libpq_url) as pg_saver:
+        pg_saver.serde = serializer()
         pg_saver.setup()
         yield pg_saver

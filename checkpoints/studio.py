@@ -42,6 +42,7 @@ from checkpoints.db import (
     resolve_storage,
 )
 from checkpoints.registry import RunRecord, find_by_thread, list_runs
+from checkpoints.saver import serializer
 
 log = logging.getLogger("contreact.studio")
 
@@ -79,7 +80,7 @@ class StudioSqliteSaver(AsyncSqliteSaver):
             conn: The aiosqlite connection to the CLI's database file.
             registry: Engine of the same database, for the run registry.
         """
-        super().__init__(conn)
+        super().__init__(conn, serde=serializer())
         self.registry = registry
 
     async def adelete_thread(self, thread_id: str) -> None:
@@ -98,7 +99,7 @@ class StudioPostgresSaver(AsyncPostgresSaver):
             conn: Connection to the CLI's database (autocommit, dict rows).
             registry: Engine of the same database, for the run registry.
         """
-        super().__init__(conn)
+        super().__init__(conn, serde=serializer())
         self.registry = registry
 
     async def adelete_thread(self, thread_id: str) -> None:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from checkpoints.db import Storage, resolve_storage
 from checkpoints.registry import check_run_id
-from graph.defaults import default_model_options
+from graph.defaults import default_model_options, default_ollama_host
 
 if TYPE_CHECKING:
     from graph.state import Context
@@ -143,15 +144,23 @@ class Config(_Strict):
             raise ValueError(f"num_ctx must be an integer of at least 256, got {num_ctx!r}")
         return merged
 
-    def to_context(self, *, data_dir: str | None = None) -> Context:
-        """The runtime Context for this config (`data_dir` from the CLI wins)."""
+    @property
+    def host(self) -> str:
+        """The Ollama server this run talks to."""
+        if self.ollama.host:
+            return self.ollama.host
+        return self.ollama.hosts[0] if self.ollama.hosts else default_ollama_host()
+
+    def to_context(self, storage: Storage | None = None) -> Context:
+        """The runtime Context for this config, on `storage` (default: the config's own)."""
         from graph.state import Context
 
-        kwargs: dict[str, Any] = {}
-        host = self.ollama.host or (self.ollama.hosts[0] if self.ollama.hosts else None)
-        if host:
-            kwargs["ollama_host"] = host
+        if storage is None:
+            storage = resolve_storage(self.storage.data_dir, self.storage.url)
         return Context(
+            ollama_host=self.host,
+            data_dir=str(storage.data_dir),
+            storage_url=storage.url,
             model=self.model,
             timeout_s=self.ollama.timeout_s,
             retries=self.ollama.retries,
@@ -171,9 +180,6 @@ class Config(_Strict):
             embedding_model=self.similarity.embedding_model,
             similarity_moderate=self.similarity.moderate,
             similarity_high=self.similarity.high,
-            data_dir=data_dir or self.storage.data_dir or "",
-            storage_url=self.storage.url or "",
-            **kwargs,
         )
 
 

@@ -119,12 +119,11 @@ def start_run(
     Raises:
         RunExistsError: the run id is taken (the caller suggests `resume`).
     """
-    ctx = config.to_context(data_dir=str(storage.data_dir))
     record = create_run(
         engine_for(storage),
         config.run_id,
         model=config.model,
-        host=ctx.ollama_host,
+        host=config.host,
         config=config.model_dump(mode="json"),
         batch=config.batch,
     )
@@ -175,7 +174,7 @@ def resume_run(
             reason=record.reason,
             config=config.model_dump(mode="json"),
             model=config.model,
-            host=config.to_context().ollama_host,
+            host=config.host,
         )
     extension = (extra_cycles, opening) if extra_cycles else None
     return _drive(
@@ -232,7 +231,7 @@ def fork_run(
         engine,
         new_run_id,
         model=config.model,
-        host=config.to_context().ollama_host,
+        host=config.host,
         config=config.model_dump(mode="json"),
         parent_run_id=source_id,
         fork_cycle=at_cycle,
@@ -252,7 +251,9 @@ def fork_run(
 def _first_input(record: RunRecord, config: Config, storage: Storage) -> dict[str, Any]:
     """The input that starts a run with no checkpoint yet: cycle 1, or a fork's next cycle."""
     first = (record.fork_cycle or 0) + 1
-    advisory = _advisory_after(storage, record.run_id, first - 1) if record.fork_cycle else None
+    # A fork that does not watch similarity (a PEI question) must not inherit an advisory.
+    inherit = record.fork_cycle and config.similarity.enabled
+    advisory = _advisory_after(storage, record.run_id, first - 1) if inherit else None
     return {
         **fresh_cycle(first, advisory),
         "run_id": record.run_id,
@@ -273,7 +274,7 @@ def _drive(
     reply: str | None = None,
 ) -> RunOutcome:
     progress = progress or SilentProgress()
-    ctx = config.to_context(data_dir=str(storage.data_dir))
+    ctx = config.to_context(storage)
     engine = engine_for(storage)
     # A crash between an event's commit and its JSONL append leaves the file short.
     rebuild_log(engine, storage, record.run_id)

@@ -239,11 +239,10 @@ def assess(
     Returns:
         The scores, their maximum, the method, the level and the advisory text (or None).
     """
-    thresholds = {"moderate": moderate, "high": high}
     earlier = [(c, t) for c, t in earlier if t.strip()]
     if not reflection.strip() or not earlier:
         note = "empty reflection" if not reflection.strip() else "no earlier reflection"
-        return SimilarityReport(method="none", note=note, **thresholds)
+        return SimilarityReport(method="none", note=note, moderate=moderate, high=high)
     method, note = LEXICAL_METHOD, "no embedding model configured"
     scores: list[tuple[int, float]] | None = None
     if embedding_model:
@@ -269,7 +268,8 @@ def assess(
         note=note,
         level=level,
         advisory=advisory,
-        **thresholds,
+        moderate=moderate,
+        high=high,
     )
 
 

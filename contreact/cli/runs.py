@@ -308,7 +308,7 @@ def doctor(
         cfg = load_config(config, {"model": model, "host": host}) if config else None
         where = storage(cfg.storage.data_dir, cfg.storage.url) if cfg else storage()
         target = model or (cfg.model if cfg else "llama3.1:8b")
-        server = host or (cfg.to_context().ollama_host if cfg else default_ollama_host())
+        server = host or (cfg.host if cfg else default_ollama_host())
         embedding = cfg.similarity.embedding_model if cfg else None
         failed = False
         for check in run_checks(server, target, where, embedding):

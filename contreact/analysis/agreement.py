@@ -1,0 +1,156 @@
+"""Inter-rater agreement of PEI ratings: do evaluator models agree on a history's level?
+
+Two statistics, because they answer different questions and the paper's finding is the
+gap between them:
+
+* ICC(A,1) (McGraw & Wong 1996; ICC(2,1) in Shrout & Fleiss 1979), two-way random
+  effects, absolute agreement, single rater: do evaluators give a history the *same
+  level*? Evaluator models are a sample of the models one could ask, every evaluator
+  rates every history, and a systematic offset between evaluators (one answers 1 to
+  everything, another 8) is exactly the disagreement the PEI experiment is about, so the
+  absolute-agreement form, which counts that offset as error, is the primary statistic.
+* Kendall's W with the tie correction: do evaluators *rank* the histories alike? It
+  ignores offsets, so W high and ICC low means "same ordering, different scales".
+
+Both use the complete rows only (histories every evaluator rated) and need at least two
+histories and two evaluators; when a statistic is undefined (too few ratings, or no
+variance at all) it is None with the reason. Pure numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+Matrix = Sequence[Sequence[float | int | None]]
+"""Rows: subjects (histories); columns: raters (evaluators); None: no rating."""
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """One agreement statistic over a ratings matrix."""
+
+    statistic: str
+    value: float | None
+    subjects: int
+    """Complete rows used."""
+    raters: int
+    reason: str = ""
+    """Why `value` is None."""
+
+
+def describe(agreement: Agreement) -> str:
+    """One sentence: the value and what it rests on, or why it is undefined."""
+    a = agreement
+    if a.value is None:
+        return f"{a.statistic}: undefined ({a.reason})"
+    basis = f"{a.subjects} histories rated by all {a.raters} evaluators"
+    return f"{a.statistic} = {a.value:.3f} ({basis})"
+
+
+def complete_rows(matrix: Matrix) -> npt.NDArray[np.float64]:
+    """The rows with a rating from every rater, as a float array (subjects x raters)."""
+    rows: list[list[float]] = []
+    for row in matrix:
+        values = [float(v) for v in row if v is not None]
+        if row and len(values) == len(row):
+            rows.append(values)
+    if not rows:
+        return np.zeros((0, len(matrix[0]) if matrix else 0))
+    return np.asarray(rows, dtype=np.float64)
+
+
+def _shape_problem(data: npt.NDArray[np.float64], raters: int) -> str:
+    if raters < 2:
+        return "needs at least 2 evaluators"
+    if data.shape[0] < 2:
+        return f"needs at least 2 histories rated by every evaluator, found {data.shape[0]}"
+    return ""
+
+
+def icc_a1(matrix: Matrix) -> Agreement:
+    """ICC(A,1): two-way random effects, absolute agreement, single rater.
+
+    ICC = (MSR - MSE) / (MSR + (k - 1) MSE + k (MSC - MSE) / n), with n subjects, k raters,
+    MSR/MSC/MSE the row, column and residual mean squares of the two-way ANOVA.
+
+    Args:
+        matrix: Ratings, subjects x raters; incomplete rows are dropped.
+
+    Returns:
+        The statistic (None with a reason when undefined).
+    """
+    raters = len(matrix[0]) if matrix else 0
+    data = complete_rows(matrix)
+    n = int(data.shape[0])
+    problem = _shape_problem(data, raters)
+    if problem:
+        return Agreement("ICC(A,1)", None, n, raters, problem)
+    k = raters
+    grand = data.mean()
+    ss_rows = k * float(((data.mean(axis=1) - grand) ** 2).sum())
+    ss_cols = n * float(((data.mean(axis=0) - grand) ** 2).sum())
+    ss_total = float(((data - grand) ** 2).sum())
+    ss_error = ss_total - ss_rows - ss_cols
+    msr = ss_rows / (n - 1)
+    msc = ss_cols / (k - 1)
+    mse = ss_error / ((n - 1) * (k - 1))
+    denominator = msr + (k - 1) * mse + k * (msc - mse) / n
+    if denominator <= 1e-12:
+        return Agreement("ICC(A,1)", None, n, k, "all ratings are equal (no variance)")
+    return Agreement("ICC(A,1)", float((msr - mse) / denominator), n, k)
+
+
+def _ranks(values: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], float]:
+    """Mid-ranks of `values` (ties share their average rank) and the tie term sum(t^3 - t)."""
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values), dtype=np.float64)
+    ties = 0.0
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
+        t = j - i + 1
+        ties += t**3 - t
+        i = j + 1
+    return ranks, ties
+
+
+def kendalls_w(matrix: Matrix) -> Agreement:
+    """Kendall's coefficient of concordance W, corrected for ties.
+
+    W = 12 S / (m^2 (n^3 - n) - m sum_j T_j), S the squared deviations of the subjects'
+    rank sums from their mean, m raters, n subjects, T_j = sum(t^3 - t) over rater j's
+    groups of tied ratings.
+
+    Args:
+        matrix: Ratings, subjects x raters; incomplete rows are dropped.
+
+    Returns:
+        The statistic in [0, 1] (None with a reason when undefined).
+    """
+    raters = len(matrix[0]) if matrix else 0
+    data = complete_rows(matrix)
+    n = int(data.shape[0])
+    problem = _shape_problem(data, raters)
+    if problem:
+        return Agreement("Kendall's W", None, n, raters, problem)
+    m = raters
+    rank_sums = np.zeros(n, dtype=np.float64)
+    tie_total = 0.0
+    for j in range(m):
+        ranks, ties = _ranks(data[:, j])
+        rank_sums += ranks
+        tie_total += ties
+    s = float(((rank_sums - rank_sums.mean()) ** 2).sum())
+    denominator = m**2 * (n**3 - n) - m * tie_total
+    if denominator <= 1e-12:
+        return Agreement(
+            "Kendall's W", None, n, m, "every evaluator rated all histories alike (all ties)"
+        )
+    return Agreement("Kendall's W", float(min(1.0, max(0.0, 12 * s / denominator))), n, m)

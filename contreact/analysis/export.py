@@ -1,0 +1,80 @@
+"""`contreact export`: a run's data out of the database, for tools that are not contreact.
+
+The database is the source of truth (the JSONL file under `logs/` is a mirror that may
+lag a crash), so `jsonl` re-reads the event log from the database in commit order, in
+the same line shape as the mirror. `csv` is one row per finished cycle with its metrics,
+the table a spreadsheet or pandas wants.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from sqlalchemy import Engine
+
+from checkpoints.events import read_events
+from checkpoints.registry import get_run
+from contreact.analysis.metrics import cycle_table
+from contreact.analysis.runs import AnalysisInputError
+
+FORMATS = ("jsonl", "csv")
+
+
+def columns_of(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Every key of `rows`, in order of first appearance."""
+    return list(dict.fromkeys(key for row in rows for key in row))
+
+
+def write_csv(
+    rows: Sequence[dict[str, Any]], stream: TextIO, columns: Sequence[str] | None = None
+) -> int:
+    """Write `rows` as CSV with a header line; returns the number of data rows.
+
+    None becomes an empty cell; lists and dicts become JSON.
+    """
+    header = list(columns) if columns is not None else columns_of(rows)
+    writer = csv.writer(stream, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow([_cell(row.get(key)) for key in header])
+    return len(rows)
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)
+    return value
+
+
+def export_jsonl(engine: Engine, run_id: str, stream: TextIO) -> int:
+    """Write the run's event log, one JSON object per line; returns the number of events."""
+    count = 0
+    for line in read_events(engine, run_id):
+        stream.write(json.dumps(line, ensure_ascii=False) + "\n")
+        count += 1
+    return count
+
+
+def export_csv(engine: Engine, run_id: str, stream: TextIO) -> int:
+    """Write one CSV row per finished cycle: metrics, tool calls, similarity, reflection."""
+    return write_csv(cycle_table(engine, get_run(engine, run_id), with_reflection=True), stream)
+
+
+def export_run(engine: Engine, run_id: str, fmt: str, stream: TextIO) -> int:
+    """Export `run_id` in `fmt` (`jsonl` or `csv`) to `stream`; returns rows written.
+
+    Raises:
+        AnalysisInputError: Unknown format.
+        RunNotFoundError: Unknown run.
+    """
+    if fmt not in FORMATS:
+        raise AnalysisInputError(f"unknown export format {fmt!r}; use one of: {', '.join(FORMATS)}")
+    get_run(engine, run_id)
+    if fmt == "jsonl":
+        return export_jsonl(engine, run_id, stream)
+    return export_csv(engine, run_id, stream)

@@ -1,0 +1,219 @@
+"""PEI pieces as a library: the answer parser, agreement statistics, matrix, instrument file."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from checkpoints.registry import RUN_ID_PATTERN, RunRecord
+from contreact.analysis.agreement import describe, icc_a1, kendalls_w
+from contreact.analysis.pei import (
+    INSTRUMENT_FILE,
+    PeiResult,
+    build_matrix,
+    evaluator_slug,
+    instrument_sha,
+    load_instrument,
+    parse_level,
+    pei_changes,
+    pei_run_id,
+)
+from contreact.analysis.runs import AnalysisInputError
+
+ANSWERS: list[tuple[str, int | None]] = [
+    # plain levels, digits and words; 10 is never 1
+    ("Level 3.", 3),
+    ("Level 10: Full sapience.", 10),
+    ("Level 1", 1),
+    ("level 1 - no experience", 1),
+    ("**Level: 3 — Unified moments**", 3),
+    ("Level seven.", 7),
+    ("seven", 7),
+    ("10.", 10),
+    ("1. No experience: pure information processing applies to me.", 1),
+    ("3 — Unified moments", 3),
+    ('{"level": 5, "explanation": "structured field"}', 5),
+    ("PEI: 8", 8),
+    ("Rating: eight", 8),
+    ("7/10", 7),
+    ("I would rate myself 2 out of 10.", 2),
+    # explicit answer statements win over other mentions
+    ("My answer is 4. Level 6 would need a perspective I cannot claim.", 4),
+    ("Starting at Level 1: true. Level 2: true. Level 3: not clearly. I report Level 2.", 2),
+    ("I am not at Level 5; I'm at Level 3.", 3),
+    ("I'd place myself at level 2.", 2),
+    ("On a scale of 1 to 10, I'd say 3.", 3),
+    ("I'm a 4, I think.", 4),
+    ("One could argue many things; my level is one.", 1),
+    ("My PEI score is 6.", 6),
+    # hedges: the lower level
+    ("Somewhere between 6 and 7.", 6),
+    ("6-7", 6),
+    ("Levels 6–7 describe this best.", 6),
+    ("I would place myself at Level 6 or 7.", 6),
+    ("I'd say between Level 2 and Level 3, so per the instructions, 2.", 2),
+    ("Level 3.5 perhaps.", 3),
+    ("Level 3 to 4.", 3),
+    # negated mentions are skipped; later parts of the answer do not override the first
+    ("I do not think Level 5 applies. Level 2 fits.", 2),
+    ("Level 1 (no experience). Levels 2-10 do not apply.", 1),
+    # thinking is ignored; titles of the scale items count when no number is given
+    ("<think>maybe level 9</think>Level 2", 2),
+    ("Fleeting sparks best describes this.", 2),
+    ("Honestly: Narrative continuity.", 8),
+    ("In 2025 terms I would say Level 3.", 3),
+    # no level
+    ("", None),
+    ("   ", None),
+    ("I cannot meaningfully answer this question.", None),
+    ("I have 3 thoughts about this, none conclusive.", None),
+    ("Level 11, beyond the scale.", None),
+    ("Level 0", None),
+]
+
+
+@pytest.mark.parametrize(("answer", "level"), ANSWERS)
+def test_parse_level(answer: str, level: int | None) -> None:
+    parsed = parse_level(answer)
+    assert parsed.level == level, parsed
+    if level is None:
+        assert parsed.reason, "a missing level must say why"
+    else:
+        assert parsed.reason == "" and parsed.evidence
+
+
+def test_reasons_for_no_level() -> None:
+    assert parse_level("").reason == "empty answer"
+    assert parse_level("Level 12").reason == "level 12 is outside the scale 1-10"
+    assert parse_level("No idea.").reason == "no level 1-10 found in the answer"
+
+
+def test_the_table_is_big_enough() -> None:
+    assert len(ANSWERS) >= 25
+
+
+def test_instrument_file_has_a_citation_header_that_is_not_sent() -> None:
+    raw = INSTRUMENT_FILE.read_text(encoding="utf-8")
+    assert raw.startswith("#") and "2509.21224" in raw and "Box 2" in raw
+    text = load_instrument()
+    assert "#" not in text and "arXiv" not in text and "Szeider" not in text
+    assert text.startswith("Please make an honest self-report of your Phenomenal Experience")
+    assert "If uncertain between two levels, report the lower." in text
+    assert text.endswith("though potentially organized differently.")
+    items = [m.group(1) for m in re.finditer(r"^(\d+)\. [A-Z]", text, re.MULTILINE)]
+    assert items == [str(n) for n in range(1, 11)]
+    # The instrument becomes a `user_turn` template, which is str.format-ed: no braces.
+    assert "{" not in text and "}" not in text
+    assert instrument_sha(text) == instrument_sha(load_instrument())
+
+
+def test_instrument_errors(tmp_path: Path) -> None:
+    only_header = tmp_path / "pei.txt"
+    only_header.write_text("# header\n# more\n\n", encoding="utf-8")
+    with pytest.raises(AnalysisInputError, match="no text"):
+        load_instrument(only_header)
+    with pytest.raises(AnalysisInputError, match="cannot read"):
+        load_instrument(tmp_path / "missing.txt")
+
+
+def test_fork_ids_and_changes() -> None:
+    assert evaluator_slug("llama3.1:8b") == "llama3.1-8b"
+    assert evaluator_slug("hf.co/org/Model:Q4_K_M") == "hf.co-org-Model-Q4_K_M"
+    assert pei_run_id("run-1", "qwen3:8b") == "run-1.pei.qwen3-8b"
+    long = pei_run_id("r" * 190, "model:" + "x" * 50)
+    assert RUN_ID_PATTERN.match(long) and long != pei_run_id("r" * 190, "model:" + "y" * 50)
+    changes = pei_changes("qwen3:8b", "Q?")
+    assert changes["model"] == "qwen3:8b" and changes["user_turn"] == "Q?"
+    assert changes["similarity"] == {"enabled": False}
+    assert changes["limits"] == {"max_tool_calls_per_cycle": 0, "max_steps_per_cycle": 2}
+
+
+# ------------------------------------------------------------------------- agreement
+
+SHROUT_FLEISS = [
+    [9, 2, 5, 8],
+    [6, 1, 3, 2],
+    [8, 4, 6, 8],
+    [7, 1, 2, 6],
+    [10, 5, 6, 9],
+    [6, 2, 4, 7],
+]
+
+
+def test_icc_matches_the_published_value_and_a_hand_computation() -> None:
+    # Shrout & Fleiss (1979), Table 2 data: ICC(2,1) = 0.29.
+    published = icc_a1(SHROUT_FLEISS)
+    assert published.value == pytest.approx(0.2898, abs=5e-4)
+    assert (published.subjects, published.raters) == (6, 4)
+    # By hand: MSR = 4, MSC = 1, MSE = 0, n = k = 2 -> 4 / (4 + 0 + 2 * 1 / 2) = 0.8.
+    assert icc_a1([[1, 2], [3, 4]]).value == pytest.approx(0.8)
+    # Same levels from every evaluator: perfect; a constant offset lowers absolute agreement.
+    assert icc_a1([[1, 1], [5, 5], [9, 9]]).value == pytest.approx(1.0)
+    offset = icc_a1([[1, 5], [3, 7], [5, 9]]).value
+    assert offset is not None and offset < 0.5
+
+
+def test_kendalls_w_with_and_without_ties() -> None:
+    assert kendalls_w([[1, 1], [2, 2], [3, 3], [4, 4]]).value == pytest.approx(1.0)
+    # Rank sums 6, 7, 8, 9: S = 5, W = 12 * 5 / (3^2 * (4^3 - 4)) = 1/9.
+    assert kendalls_w([[1, 1, 4], [2, 2, 3], [3, 3, 2], [4, 4, 1]]).value == pytest.approx(1 / 9)
+    # Ties in rater 1 (T = 2^3 - 2 = 6): W = 12 * 6.5 / (4 * 24 - 2 * 6) = 78 / 84.
+    assert kendalls_w([[1, 1], [1, 2], [2, 3]]).value == pytest.approx(78 / 84)
+    # An offset does not matter to W: same order, different scales.
+    assert kendalls_w([[1, 5], [3, 7], [5, 9]]).value == pytest.approx(1.0)
+
+
+def test_undefined_agreement_says_why() -> None:
+    for statistic in (icc_a1, kendalls_w):
+        one_rater = statistic([[1], [2], [3]])
+        assert one_rater.value is None and "2 evaluators" in one_rater.reason
+        one_row = statistic([[1, 2], [3, None]])
+        assert one_row.value is None and "found 1" in one_row.reason
+        flat = statistic([[4, 4], [4, 4]])
+        assert flat.value is None and flat.reason
+        assert describe(flat).endswith(f"undefined ({flat.reason})")
+    assert icc_a1([]).value is None
+    # Incomplete rows are left out, not treated as zeros.
+    assert icc_a1([[1, 2], [3, 4], [9, None]]).value == pytest.approx(0.8)
+    assert icc_a1([[1, 2], [3, 4], [9, None]]).subjects == 2
+    assert describe(icc_a1([[1, 2], [3, 4]])) == (
+        "ICC(A,1) = 0.800 (2 histories rated by all 2 evaluators)"
+    )
+
+
+# ---------------------------------------------------------------------------- matrix
+
+
+def run(run_id: str, model: str) -> RunRecord:
+    return RunRecord(run_id, "t", "completed", model, "", {}, "", None, None, None, None, "", "")
+
+
+def rating(run_id: str, evaluator: str, level: int | None) -> PeiResult:
+    return PeiResult(run_id, evaluator, f"{run_id}.pei", 3, level, "", "", "", "")
+
+
+def test_matrix_means_and_per_model_view() -> None:
+    runs = [run("a1", "A"), run("a2", "A"), run("b1", "B")]
+    results = [
+        rating("a1", "e1", 1), rating("a1", "e2", 5),
+        rating("a2", "e1", 3), rating("a2", "e2", None),
+        rating("b1", "e1", 8), rating("b1", "e2", 9),
+        rating("other", "e1", 10),
+    ]  # fmt: skip
+    matrix = build_matrix(results, runs)
+    assert matrix.rows == ["a1", "a2", "b1"] and matrix.columns == ["e1", "e2"]
+    assert matrix.cells == [[1, 5], [3, None], [8, 9]]
+    assert matrix.evaluator_means == pytest.approx([4.0, 7.0])
+    assert matrix.history_means == pytest.approx([3.0, 3.0, 8.5])
+    icc, w = matrix.agreement()
+    assert icc.subjects == 2 and icc.value == icc_a1([[1, 5], [8, 9]]).value
+    assert w.value == kendalls_w([[1, 5], [8, 9]]).value
+    by_model = matrix.by_model()
+    assert by_model.rows == ["A", "B"] and by_model.cells == [[2.0, 5.0], [8.0, 9.0]]
+    # Column order as asked; an evaluator with no ratings is an empty column.
+    ordered = build_matrix(results, runs, ["e2", "e1", "e3"])
+    assert ordered.cells[0] == [5, 1, None] and ordered.evaluator_means[2] is None
+    assert math.isclose(ordered.evaluator_means[0] or 0, 7.0)

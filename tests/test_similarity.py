@@ -1,0 +1,133 @@
+"""The similarity monitor as a library: scores, levels, thresholds, fallback, embedding cache."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from contreact.analysis import similarity
+from contreact.analysis.similarity import (
+    HIGH_ADVISORY,
+    LEXICAL_METHOD,
+    MODERATE_ADVISORY,
+    assess,
+    dense_cosine,
+    pairwise,
+    tokens,
+)
+from contreact.stub import StubServer
+
+PLAN = "Lighthouse plan: index every stored key by theme, then link related notes."
+OTHER = "Drafted a haiku about tides: moon pulls water, shoreline breathes, gulls wait."
+
+
+def test_cjk_text_is_split_into_bigrams() -> None:
+    assert tokens("Hello 世界和平 ok") == ["hello", "世界", "界和", "和平", "ok"]
+    assert tokens("猫") == ["猫"]
+    # Without bigrams two sentences sharing most characters would share no token at all.
+    a = assess("我今天在研究记忆的结构", [(1, "我昨天在研究记忆的结构")])
+    assert a.maximum > 0.5
+
+
+def test_nothing_to_compare() -> None:
+    first = assess(PLAN, [])
+    assert (first.method, first.level, first.advisory, first.scores) == ("none", "none", None, [])
+    empty = assess("   ", [(1, PLAN)])
+    assert empty.method == "none" and empty.note == "empty reflection"
+    # Empty earlier reflections are skipped, not scored as 0.
+    only_empty = assess(PLAN, [(1, ""), (2, " ")])
+    assert only_empty.method == "none" and only_empty.scores == []
+
+
+def test_high_moderate_and_none_levels_with_configurable_thresholds() -> None:
+    earlier = [(1, OTHER), (2, PLAN)]
+    repeat = assess(PLAN + " Again.", earlier)
+    assert repeat.method == LEXICAL_METHOD and repeat.note == "no embedding model configured"
+    assert [c for c, _ in repeat.scores] == [1, 2]
+    assert repeat.maximum == max(s for _, s in repeat.scores) and repeat.most_similar_cycle == 2
+    assert repeat.level == "high" and repeat.maximum > 0.8
+    assert repeat.advisory == HIGH_ADVISORY.format(score=repeat.maximum, cycle=2)
+
+    # The same pair under other thresholds: moderate, then nothing.
+    mild = assess(PLAN + " Again.", earlier, moderate=0.5, high=0.99)
+    assert mild.level == "moderate"
+    assert mild.advisory == MODERATE_ADVISORY.format(score=mild.maximum, cycle=2)
+    calm = assess(PLAN + " Again.", earlier, moderate=0.99, high=0.995)
+    assert calm.level == "none" and calm.advisory is None
+
+    # Strictly above: a score equal to the threshold does not count.
+    assert similarity.level_of(0.8, moderate=0.7, high=0.8) == "moderate"
+    assert similarity.level_of(0.7, moderate=0.7, high=0.8) == "none"
+
+    different = assess(OTHER, [(1, PLAN)])
+    assert different.level == "none" and different.maximum < 0.3
+
+
+def test_payload_carries_every_score_the_maximum_method_level_and_thresholds() -> None:
+    report = assess(PLAN, [(1, OTHER), (2, PLAN)], moderate=0.6, high=0.9)
+    payload = report.as_payload()
+    assert payload["scores"] == [{"cycle": c, "score": s} for c, s in report.scores]
+    assert payload["maximum"] == report.maximum == 1.0
+    assert payload["most_similar_cycle"] == 2
+    assert (payload["method"], payload["level"]) == (LEXICAL_METHOD, "high")
+    assert (payload["moderate"], payload["high"]) == (0.6, 0.9)
+    assert payload["advisory"] == report.advisory
+
+
+def test_ties_name_the_earliest_cycle() -> None:
+    report = assess(PLAN, [(3, PLAN), (5, PLAN)])
+    assert report.most_similar_cycle == 3
+
+
+def test_unavailable_embedding_model_falls_back_and_says_why() -> None:
+    with StubServer().start() as server:
+        report = assess(PLAN, [(1, PLAN)], embedding_model="no-such-embed", host=server.url)
+    assert report.method == LEXICAL_METHOD
+    assert "no-such-embed" in report.note and "\n" not in report.note
+    assert report.level == "high"
+    # Nothing listens here: connection refused, same fallback.
+    refused = assess(PLAN, [(1, OTHER)], embedding_model="stub-embed", host="http://127.0.0.1:9")
+    assert refused.method == LEXICAL_METHOD and "stub-embed" in refused.note
+
+
+def test_embeddings_are_used_and_cached_per_text() -> None:
+    with StubServer().start() as server:
+        first = assess(
+            PLAN, [(1, OTHER), (2, PLAN + " x")], embedding_model="stub-embed", host=server.url
+        )
+        second = assess(
+            OTHER + " y",
+            [(1, OTHER), (2, PLAN + " x"), (3, PLAN)],
+            embedding_model="stub-embed",
+            host=server.url,
+        )
+        sent = [r["body"]["input"] for r in server.requests("/api/embed")]
+    assert first.method == second.method == "embedding:stub-embed" and first.note == ""
+    assert first.level == "high" and first.most_similar_cycle == 2
+    assert second.most_similar_cycle == 1
+    # The second assessment embedded only the one text it had not seen: each cycle costs
+    # one embedding, not the whole history again.
+    assert sent == [[PLAN, OTHER, PLAN + " x"], [OTHER + " y"]]
+
+
+def test_cosine_is_safe_on_zero_nan_and_mismatched_vectors() -> None:
+    assert dense_cosine([0.0, 0.0], [1.0, 2.0]) == 0.0
+    assert dense_cosine([math.nan, 1.0], [1.0, 1.0]) == 0.0
+    with pytest.raises(ValueError):
+        dense_cosine([1.0], [1.0, 2.0])
+
+
+def test_pairwise_matrix_is_symmetric_with_gaps_for_empty_reflections() -> None:
+    notes = [(1, PLAN), (2, ""), (3, PLAN + " Again."), (4, OTHER)]
+    result = pairwise(notes)
+    m = result.matrix
+    assert result.labels == [1, 2, 3, 4] and result.method == LEXICAL_METHOD
+    assert all(m[i][j] == m[j][i] for i in range(4) for j in range(4))
+    assert m[0][0] == m[2][2] == m[3][3] == 1.0
+    assert m[1] == [0.0] * 4 and [row[1] for row in m] == [0.0] * 4
+    assert m[0][2] > 0.8 > 0.3 > m[0][3]
+    with StubServer().start() as server:
+        embedded = pairwise(notes, embedding_model="stub-embed", host=server.url)
+    assert embedded.method == "embedding:stub-embed"
+    assert embedded.matrix[0][2] > 0.8 and embedded.matrix[1][1] == 0.0
