@@ -224,6 +224,21 @@ def stable(value: Any) -> Any:
     return value
 
 
+def outcome(backend: Backend, run_id: str) -> tuple[list[Any], dict[str, str], list[Any]]:
+    """What a run left behind, read from its database and its JSONL log.
+
+    (reflection, flags) per cycle, the memory, and the stable event summary. Read in
+    process: the CLI's own `show` and `memory` output is tested where it is the subject.
+    """
+    from checkpoints.cycles import cycle_records
+    from checkpoints.db import engine_for
+    from tools.memory import memory_snapshot
+
+    engine = engine_for(backend.storage())
+    cycles = [(r.cycle, r.reflection, r.flags) for r in cycle_records(engine, run_id)]
+    return cycles, memory_snapshot(engine, run_id), event_summary(read_log(backend, run_id))
+
+
 def event_summary(events: Sequence[dict[str, Any]]) -> list[tuple[int, str, Any]]:
     """(cycle, type, stable payload) of every event, in order."""
     return [(e["cycle_number"], e["event_type"], stable(e["payload"])) for e in events]

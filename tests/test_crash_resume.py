@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Backend, cli, cli_start, event_summary, kill_when, read_log, write_config
+from conftest import Backend, cli, cli_start, kill_when, outcome, read_log, write_config
 from contreact.stub import StubServer
 
 KILLS = [
@@ -24,14 +24,6 @@ KILLS = [
     ("resume", "model-call"),  # from outside, while the stub holds a model call
     ("resume", "after-commit:c3:s2:llm"),  # a model answer journaled, not checkpointed
 ]
-
-
-def outcome(backend: Backend, run_id: str) -> tuple[list, dict, list]:
-    shown = cli(backend, "show", run_id, "--json")
-    memory = cli(backend, "memory", run_id, "--json")
-    assert shown.returncode == 0 and memory.returncode == 0, shown.stderr + memory.stderr
-    reflections = [(c["cycle"], c["reflection"], c["flags"]) for c in json.loads(shown.stdout)]
-    return reflections, json.loads(memory.stdout), event_summary(read_log(backend, run_id))
 
 
 @pytest.mark.slow

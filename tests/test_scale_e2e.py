@@ -13,14 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, Backend, cli, cli_env, event_summary, read_log, write_config
+from conftest import ROOT, Backend, cli, cli_env, outcome, read_log, write_config
 from contreact.stub import StubServer
-
-
-def outcome(backend: Backend, run_id: str) -> tuple[list, dict, list]:
-    shown = json.loads(cli(backend, "show", run_id, "--json").stdout)
-    memory = json.loads(cli(backend, "memory", run_id, "--json").stdout)
-    return [c["reflection"] for c in shown], memory, event_summary(read_log(backend, run_id))
 
 
 def batch_config(path: Path, backend: Backend, **fields: object) -> Path:
@@ -187,7 +181,8 @@ def test_fork_at_cycle_two_with_another_model(tmp_path: Path, backend: Backend) 
     first = sent[0]["messages"]
     assert first[1]["content"] == "Cycle 3 begins."
     assert (
-        "Cycle 2: " + before[0][1] in first[0]["content"] and "Cycle 3:" not in first[0]["content"]
+        "Cycle 2: " + before[0][1][1] in first[0]["content"]
+        and "Cycle 3:" not in first[0]["content"]
     )
 
     # Memory was restored as of the end of cycle 2: in cycle 3 the keys listed, the value of
