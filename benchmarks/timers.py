@@ -87,7 +87,7 @@ RESUME_TARGETS: list[tuple[str, str, str, str]] = [
     ("database engine (engine_for)", "contreact.runner", "engine_for", ""),
     ("registry read (get_run)", "contreact.runner", "get_run", ""),
     ("stored config (config_of)", "contreact.runner", "config_of", ""),
-    ("JSONL log rebuilt from the database (rebuild_log)", "contreact.runner", "rebuild_log", ""),
+    ("JSONL log synced with the database (sync_log)", "contreact.runner", "sync_log", ""),
     ("SQLite connection for the saver (connect_sqlite)", "checkpoints.saver", "connect_sqlite", ""),
     ("saver tables (SqliteSaver.setup)", "langgraph.checkpoint.sqlite", "SqliteSaver.setup", ""),
     ("graph compilation (StateGraph.compile)", "langgraph.graph.state", "StateGraph.compile", ""),

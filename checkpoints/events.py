@@ -118,6 +118,54 @@ def rebuild_log(engine: Engine, storage: Storage, run_id: str) -> Path:
     return path
 
 
+def sync_log(engine: Engine, storage: Storage, run_id: str) -> Path:
+    """Make the run's JSONL file hold exactly the database's events, in order.
+
+    Lines are only ever appended after their events commit, so after a crash the file is
+    the database's events minus at most a tail: append that tail (cheap, however long
+    the run). Anything else (a file edited or lost) is rewritten from the database.
+    """
+    path = log_path(storage, run_id)
+    if not path.exists():
+        return rebuild_log(engine, storage, run_id)
+    with path.open("rb") as fh:
+        have = sum(1 for _ in fh)
+    want = count_events(engine, run_id)
+    if have > want or not _last_line_matches(engine, run_id, path, have):
+        return rebuild_log(engine, storage, run_id)
+    if have < want:
+        query = select(events).where(events.c.run_id == run_id).order_by(events.c.id).offset(have)
+        with engine.connect() as conn:
+            missing = [as_line(run_id, dict(r)) for r in conn.execute(query).mappings()]
+        append_lines(storage, run_id, missing)
+    return path
+
+
+def _last_line_matches(engine: Engine, run_id: str, path: Path, count: int) -> bool:
+    """Whether the file's last line is the database's event number `count`."""
+    if count == 0:
+        return True
+    with path.open("rb") as fh:
+        fh.seek(max(0, path.stat().st_size - 1_000_000))
+        tail = fh.read().splitlines()
+    if not tail:
+        return False
+    try:
+        last = json.loads(tail[-1])
+    except ValueError:
+        return False
+    query = (
+        select(events)
+        .where(events.c.run_id == run_id)
+        .order_by(events.c.id)
+        .offset(count - 1)
+        .limit(1)
+    )
+    with engine.connect() as conn:
+        row = conn.execute(query).mappings().first()
+    return row is not None and as_line(run_id, dict(row)) == last
+
+
 def count_events(
     engine: Engine, run_id: str, *, key_prefix: str | None = None, event_type: str | None = None
 ) -> int:

@@ -21,7 +21,7 @@ from langgraph.types import Command
 
 from checkpoints.cycles import cycle_records
 from checkpoints.db import Storage, engine_for
-from checkpoints.events import Event, count_events, rebuild_log
+from checkpoints.events import Event, count_events, sync_log
 from checkpoints.fork import copy_history
 from checkpoints.journal import Ledger
 from checkpoints.registry import (
@@ -277,7 +277,7 @@ def _drive(
     ctx = config.to_context(storage)
     engine = engine_for(storage)
     # A crash between an event's commit and its JSONL append leaves the file short.
-    rebuild_log(engine, storage, record.run_id)
+    sync_log(engine, storage, record.run_id)
     with open_saver(storage) as saver:
         graph = builder.compile(checkpointer=saver, name="contreact")
         thread: RunnableConfig = {"configurable": {"thread_id": record.thread_id}}

@@ -8,12 +8,13 @@ unless the cycle's budget withdrew them, which forces a final answer.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from checkpoints.cycles import earlier_notes
@@ -38,8 +39,9 @@ log = logging.getLogger("contreact")
 
 
 def wire_message(message: BaseMessage) -> dict[str, Any]:
-    """A message as logged: role, content, and tool calls or the call it answers."""
-    out: dict[str, Any] = {"role": message.type, "content": message.content}
+    """A message as logged, with Ollama's role names: content, tool calls, the call it answers."""
+    role = {"human": "user", "ai": "assistant"}.get(message.type, message.type)
+    out: dict[str, Any] = {"role": role, "content": message.content}
     calls = getattr(message, "tool_calls", None)
     if calls:
         out["tool_calls"] = [
@@ -49,6 +51,33 @@ def wire_message(message: BaseMessage) -> dict[str, Any]:
     if call_id:
         out["tool_call_id"] = call_id
     return out
+
+
+def logged_messages(
+    prompt: Sequence[BaseMessage], step: int, cycle: int, first_note: int
+) -> list[dict[str, Any]]:
+    """The messages an LLM_INVOCATION logs: what this call sends that the previous did not.
+
+    A cycle's system message repeats every earlier reflection, each already logged in its
+    own CYCLE_END; copying it into every cycle's log would grow the log quadratically. So
+    it is logged whole in cycle 1 and later by reference: its size and hash, and which
+    cycles' notes it holds (with the advisory, the rest is the run's cycle-1 prompt).
+    """
+    logged = []
+    for message in new_since_last_call(prompt, step):
+        if isinstance(message, SystemMessage) and cycle > 1:
+            text = str(message.content)
+            logged.append(
+                {
+                    "role": "system",
+                    "chars": len(text),
+                    "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                    "notes_of_cycles": [first_note, cycle - 1] if first_note < cycle else [],
+                }
+            )
+        else:
+            logged.append(wire_message(message))
+    return logged
 
 
 def new_since_last_call(prompt: Sequence[BaseMessage], step: int) -> list[BaseMessage]:
@@ -175,7 +204,7 @@ def _invoke_and_record(state: AgentState, ctx: Context, ledger: Ledger, key: str
     record["tools_offered"] = with_tools
     payload = {
         "step": step,
-        "new_messages": [wire_message(m) for m in new_since_last_call(prompt, step)],
+        "new_messages": logged_messages(prompt, step, cycle, state.reflections_from),
         "response": {
             "content": record["content"],
             "tool_calls": record["tool_calls"],
