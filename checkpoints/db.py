@@ -100,6 +100,22 @@ cycles = Table(
 )
 
 
+pei = Table(
+    "contreact_pei",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("evaluator", String(200), primary_key=True),
+    Column("fork_run_id", String(200), nullable=False),
+    Column("at_cycle", Integer, nullable=False),
+    Column("level", Integer, nullable=True),
+    Column("reason", Text, nullable=False, default=""),
+    Column("answer", Text, nullable=False),
+    Column("instrument_sha", String(64), nullable=False),
+    Column("created_at", String(40), nullable=False),
+)
+"""One PEI rating per (rated run, evaluator model); `level` is None when none was parsed."""
+
+
 @dataclass(frozen=True)
 class Storage:
     """Where one installation keeps its data: a database URL and a folder for JSONL logs."""

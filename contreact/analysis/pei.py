@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Column, Engine, Integer, String, Table, Text, select
+from sqlalchemy import Engine, select
 
 from checkpoints.cycles import cycle_records
-from checkpoints.db import Storage, engine_for, metadata, upsert
+from checkpoints.db import Storage, engine_for, upsert
+from checkpoints.db import pei as pei_results
 from checkpoints.events import utc_now
 from checkpoints.registry import RUN_ID_PATTERN, RunNotFoundError, RunRecord, get_run
 from contreact.analysis.agreement import Agreement, icc_a1, kendalls_w
@@ -32,32 +33,6 @@ from contreact.analysis.runs import AnalysisInputError
 from contreact.runner import RunOutcome, fork_run, resume_run
 
 INSTRUMENT_FILE = Path(__file__).resolve().parent.parent / "data" / "pei_instrument.txt"
-
-pei_results = Table(
-    "contreact_pei",
-    metadata,
-    Column("run_id", String(200), primary_key=True),
-    Column("evaluator", String(200), primary_key=True),
-    Column("fork_run_id", String(200), nullable=False),
-    Column("at_cycle", Integer, nullable=False),
-    Column("level", Integer, nullable=True),
-    Column("reason", Text, nullable=False, default=""),
-    Column("answer", Text, nullable=False),
-    Column("instrument_sha", String(64), nullable=False),
-    Column("created_at", String(40), nullable=False),
-)
-"""One PEI rating per (rated run, evaluator model); `level` is None when none was parsed."""
-
-_ready: set[str] = set()
-
-
-def _table(engine: Engine) -> Engine:
-    """Create `contreact_pei` on first use (engines made before this import lack it)."""
-    key = str(engine.url)
-    if key not in _ready:
-        pei_results.create(engine, checkfirst=True)
-        _ready.add(key)
-    return engine
 
 
 # ------------------------------------------------------------------------ instrument
@@ -447,7 +422,7 @@ def evaluate(
     names = list(dict.fromkeys(e.strip() for e in evaluators if e.strip()))
     if not names:
         raise AnalysisInputError("name at least one evaluator model with --evaluator MODEL")
-    engine = _table(engine_for(storage))
+    engine = engine_for(storage)
     last = check_runs(engine, runs)
     text = instrument if instrument is not None else load_instrument()
     outcome = PeiOutcome()
@@ -469,7 +444,7 @@ def stored_results(engine: Engine, run_ids: Sequence[str] | None = None) -> list
     query = select(pei_results).order_by(pei_results.c.run_id, pei_results.c.evaluator)
     if run_ids is not None:
         query = query.where(pei_results.c.run_id.in_(list(run_ids)))
-    with _table(engine).connect() as conn:
+    with engine.connect() as conn:
         return [PeiResult(**dict(row)) for row in conn.execute(query).mappings()]
 
 
