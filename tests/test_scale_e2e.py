@@ -31,8 +31,9 @@ def batch_config(path: Path, backend: Backend, **fields: object) -> Path:
 @pytest.mark.slow
 def test_eight_concurrent_runs_are_exact(tmp_path: Path, backend: Backend) -> None:
     with StubServer().start() as server:
+        # Two cycles: every tool, the operator exchange and a cycle boundary, eight times at once.
         ref = write_config(
-            tmp_path / "ref.yaml", backend, run_id="ref", ollama={"host": server.url}
+            tmp_path / "ref.yaml", backend, run_id="ref", cycles=2, ollama={"host": server.url}
         )
         assert cli(backend, "run", str(ref)).returncode == 0
         expected = outcome(backend, "ref")
@@ -43,6 +44,7 @@ def test_eight_concurrent_runs_are_exact(tmp_path: Path, backend: Backend) -> No
             models=["stub-model"],
             replicates=8,
             parallel=8,
+            cycles=2,
             ollama={"host": server.url},
         )
         result = cli(backend, "batch", str(config), "--json", timeout=300)
