@@ -45,18 +45,6 @@ class Ledger:
 
     MISSING = _MISSING
 
-    def once(
-        self,
-        key: str,
-        cycle: int,
-        act: Callable[[Connection], tuple[T, Sequence[Event]]],
-    ) -> T:
-        """Run `act` once for `key`: a re-run returns the recorded result."""
-        found = self.recall(key)
-        if found is not _MISSING:
-            return found
-        return self.commit(key, cycle, act)
-
     def commit(
         self,
         key: str,
@@ -64,6 +52,8 @@ class Ledger:
         act: Callable[[Connection], tuple[T, Sequence[Event]]],
     ) -> T:
         """Journal the result of `act` under `key`, with its events, in one transaction.
+
+        Callers `recall` first: a key already journaled must replay, not act again.
 
         `act` runs inside the transaction, so an effect on the same database (a memory
         write) commits atomically with its record. Call after `recall` found nothing.
