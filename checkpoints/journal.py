@@ -53,8 +53,6 @@ class Ledger:
     ) -> T:
         """Journal the result of `act` under `key`, with its events, in one transaction.
 
-        Callers `recall` first: a key already journaled must replay, not act again.
-
         `act` runs inside the transaction, so an effect on the same database (a memory
         write) commits atomically with its record. Call after `recall` found nothing.
         The result must be JSON-serializable.
