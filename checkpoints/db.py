@@ -86,6 +86,21 @@ memories = Table(
     Column("value", Text, nullable=False),
 )
 
+lineages = Table(
+    "contreact_lineages",
+    metadata,
+    Column("scope", String(300), primary_key=True),
+    Column("run_id", String(200), nullable=False, index=True),
+    Column("parent_scope", String(300), nullable=False),
+    Column("thread_id", String(64), nullable=False),
+    Column("checkpoint_id", String(64), nullable=False),
+    Column("cycle", Integer, nullable=False),
+    Column("steps", Integer, nullable=False),
+    Column("steps_done", Integer, nullable=False),
+    Column("created_at", String(40), nullable=False),
+)
+"""Branches of runs: each scope (see `checkpoints.lineage`) and where it left its parent."""
+
 cycles = Table(
     "contreact_cycles",
     metadata,

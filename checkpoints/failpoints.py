@@ -1,4 +1,4 @@
-"""Named crash points for crash-recovery tests: `CONTREACT_FAILPOINTS=name,name`.
+"""Named crash points for crash-recovery tests (`CONTREACT_FAILPOINTS=name,name`), and a tally.
 
 A real `kill -9` at a random moment rarely lands in the narrow windows that matter (a
 side effect committed, its checkpoint not yet written). A failpoint sends the process
@@ -20,3 +20,17 @@ def failpoint(name: str) -> None:
     """Die at once (SIGKILL, like a power cut for this process) if `name` is armed."""
     if name in _ARMED:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+_TALLY_FILE = os.environ.get("CONTREACT_TALLY_FILE", "")
+
+
+def tally(name: str) -> None:
+    """Count one execution of `name` in `CONTREACT_TALLY_FILE`, if set (crash tests).
+
+    The crash tests compare how often tools really ran across kills and resumes with an
+    uninterrupted run: a replayed step must not run its tool again.
+    """
+    if _TALLY_FILE:
+        with open(_TALLY_FILE, "a", encoding="utf-8") as fh:
+            fh.write(name + "\n")

@@ -1,70 +1,108 @@
-"""Branching a run: copy its history up to the end of a cycle into a new run.
+"""Branching a run: give a new scope the history of its parent up to a fork point.
 
-A fork starts at a cycle boundary, where the checkpointed state is fully determined by
-the cycle number, the advisory and the task; everything else a cycle boundary carries
-lives in tables. So a fork copies the finished cycles (reflections, metrics) and the
-events up to that cycle, and rebuilds the memory as it was then by replaying the
-successful `write` and `delete` calls of those cycles — memory changes only through
-them. The original run is only read. Every insert is idempotent, so a fork interrupted
-half-way is completed by running it again.
+One mechanism serves `contreact fork` (a new run from the end of a cycle) and Studio time
+travel (a branch of the same thread from any saved checkpoint, see
+`checkpoints.lineage`): the branch's scope receives the parent scope's finished cycles
+(reflections, metrics), the events made before the fork point, and the memory as it was
+there, rebuilt by replaying the successful `write` and `delete` calls made before it
+(memory changes only through them). The journal is not copied: every step after the fork
+point acts afresh. The parent is only read, so its log, memory and state stay
+byte-identical. Every insert is idempotent, so a branch interrupted half-way is
+completed by running it again.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Connection, Engine, delete, select
 
 from checkpoints.db import cycles, events, insert_ignore, memories, upsert
+from checkpoints.keys import position_of
 
 
-def memory_at(engine: Engine, run_id: str, upto_cycle: int) -> dict[str, str]:
-    """A run's memory as it was at the end of `upto_cycle`, replayed from its TOOL_CALL events."""
+@dataclass(frozen=True)
+class ForkPoint:
+    """Where a branch leaves its parent, in checkpointed counters.
+
+    A fork at the end of cycle K is `ForkPoint(cycle=K + 1)`.
+    """
+
+    cycle: int
+    """The cycle the branch continues in; every earlier cycle is inherited whole."""
+    steps: int = 0
+    """Model calls of `cycle` made before the fork point (their answers are inherited)."""
+    steps_done: int = 0
+    """Model calls of `cycle` whose tool calls had all run (their effects are inherited)."""
+    opened: bool = False
+    """Whether `cycle` had begun (its CYCLE_START is inherited)."""
+
+    def inherits(self, key: str, event_type: str) -> bool:
+        """Whether the parent's event `key` happened before this fork point."""
+        if event_type == "RUN_END":
+            return False
+        where = position_of(key)
+        if where.cycle is None:
+            return True
+        if where.cycle != self.cycle:
+            return where.cycle < self.cycle
+        if where.step is None:
+            return where.kind == "start" and self.opened
+        return where.step < (self.steps_done if where.tool else self.steps)
+
+
+def memory_at(conn: Connection, scope: str, point: ForkPoint) -> dict[str, str]:
+    """A scope's memory as it was at `point`, replayed from its TOOL_CALL events."""
     query = (
-        select(events.c.payload)
+        select(events.c.key, events.c.payload)
         .where(
-            events.c.run_id == run_id,
+            events.c.run_id == scope,
             events.c.event_type == "TOOL_CALL",
-            events.c.cycle <= upto_cycle,
+            events.c.cycle <= point.cycle,
         )
         .order_by(events.c.id)
     )
     memory: dict[str, str] = {}
-    with engine.connect() as conn:
-        for (raw,) in conn.execute(query):
-            call: dict[str, Any] = json.loads(raw)
-            if call.get("error") or call.get("refused"):
-                continue
-            args = call.get("parameters") or {}
-            if call.get("tool_name") == "write":
-                memory[str(args["key"])] = str(args["value"])
-            elif call.get("tool_name") == "delete":
-                memory.pop(str(args["key"]), None)
+    for key, raw in conn.execute(query):
+        if not point.inherits(str(key), "TOOL_CALL"):
+            continue
+        call: dict[str, Any] = json.loads(raw)
+        if call.get("error") or call.get("refused"):
+            continue
+        args = call.get("parameters") or {}
+        if call.get("tool_name") == "write":
+            memory[str(args["key"])] = str(args["value"])
+        elif call.get("tool_name") == "delete":
+            memory.pop(str(args["key"]), None)
     return memory
 
 
-def copy_history(engine: Engine, source: str, target: str, upto_cycle: int) -> None:
-    """Give run `target` the cycles, events and memory of `source` up to `upto_cycle`."""
-    memory = memory_at(engine, source, upto_cycle)
-    with engine.begin() as conn:
-        for row in conn.execute(
-            select(cycles).where(cycles.c.run_id == source, cycles.c.cycle <= upto_cycle)
-        ).mappings():
-            insert_ignore(conn, cycles, {**row, "run_id": target})
-        for row in conn.execute(
-            select(events)
-            .where(
-                events.c.run_id == source,
-                events.c.cycle <= upto_cycle,
-                events.c.event_type != "RUN_END",
-            )
-            .order_by(events.c.id)
-        ).mappings():
+def copy_history(conn: Connection, source: str, target: str, point: ForkPoint) -> None:
+    """Give scope `target` the cycles, events and memory of `source` before `point`.
+
+    Runs in the caller's transaction (the branch's registration commits with it).
+    """
+    memory = memory_at(conn, source, point)
+    for row in conn.execute(
+        select(cycles).where(cycles.c.run_id == source, cycles.c.cycle < point.cycle)
+    ).mappings():
+        insert_ignore(conn, cycles, {**row, "run_id": target})
+    for row in conn.execute(
+        select(events)
+        .where(events.c.run_id == source, events.c.cycle <= point.cycle)
+        .order_by(events.c.id)
+    ).mappings():
+        if point.inherits(str(row["key"]), str(row["event_type"])):
             copied = {k: v for k, v in row.items() if k != "id"}
             insert_ignore(conn, events, {**copied, "run_id": target})
-        conn.execute(delete(memories).where(memories.c.run_id == target))
-        for key, value in memory.items():
-            upsert(
-                conn, memories, {"run_id": target, "key": key, "value": value}, ["run_id", "key"]
-            )
+    conn.execute(delete(memories).where(memories.c.run_id == target))
+    for key, value in memory.items():
+        upsert(conn, memories, {"run_id": target, "key": key, "value": value}, ["run_id", "key"])
+
+
+def fork_run_history(engine: Engine, source: str, target: str, upto_cycle: int) -> None:
+    """`contreact fork`: run `target` starts with `source`'s history up to cycle `upto_cycle`."""
+    with engine.begin() as conn:
+        copy_history(conn, source, target, ForkPoint(cycle=upto_cycle + 1))

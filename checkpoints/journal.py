@@ -1,18 +1,20 @@
 """The side-effect journal: what makes a node that re-runs after a crash exactly-once.
 
-A node's side effects (a model call, a tool run, an operator reply) happen before the
-checkpoint that records the node's output. If the process dies in between, LangGraph runs
-the node again on resume. Each effect therefore has a deterministic key built from
-checkpointed counters; its result is journaled in the same transaction as its events
-(and, for memory tools, as the memory change itself), and a re-run returns the recorded
-result instead of acting twice.
+A node's side effects (a model call, a tool run, an operator reply, a cycle's close)
+happen before the checkpoint that records the node's output. If the process dies in
+between, LangGraph runs the node again on resume. Each effect therefore goes through
+`Ledger.once` under a key from `checkpoints.keys` (checkpointed counters) in the ledger's
+scope (run id and lineage, `checkpoints.lineage`): its result is journaled in the same
+transaction as its events (and, for memory tools, as the memory change itself), and a
+re-run returns the recorded result instead of acting twice. A branch has its own scope,
+so it acts afresh.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, select
 
@@ -26,11 +28,12 @@ _MISSING: Any = object()
 
 
 class Ledger:
-    """Exactly-once side effects and events for one run."""
+    """Exactly-once side effects and events for one scope (a run, or a branch of one)."""
 
     def __init__(self, storage: Storage, run_id: str, engine: Engine | None = None) -> None:
         self.storage = storage
         self.run_id = run_id
+        """The scope: the run id on a run's main line, `RUN@LINEAGE` on a branch."""
         self.engine = engine or engine_for(storage)
 
     def recall(self, key: str) -> Any:
@@ -75,6 +78,31 @@ class Ledger:
         append_lines(self.storage, self.run_id, lines)
         failpoint(f"after-append:{key}")
         return result
+
+    def once(
+        self,
+        key: str,
+        cycle: int,
+        act: Callable[[Connection], tuple[T, Sequence[Event]]],
+        *,
+        replayed: Callable[[T], None] | None = None,
+    ) -> T:
+        """The side effect `key`, exactly once: its recorded result, or `act`'s, recorded.
+
+        Args:
+            key: From `checkpoints.keys`.
+            cycle: The cycle the effect belongs to.
+            act: Performs the effect on the transaction's connection; returns its
+                (JSON-serializable) result and its events. It runs only when nothing is
+                recorded under `key`; if it raises, nothing is recorded.
+            replayed: Called with the recorded result when `act` did not run.
+        """
+        found = self.recall(key)
+        if found is _MISSING:
+            return self.commit(key, cycle, act)
+        if replayed is not None:
+            replayed(found)
+        return cast(T, found)
 
     def emit(self, *batch: Event) -> None:
         """Record events that are not tied to a journaled result (idempotent by key)."""

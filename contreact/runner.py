@@ -19,10 +19,11 @@ from typing import Any, Literal, Protocol, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from checkpoints import keys
 from checkpoints.cycles import cycle_records
 from checkpoints.db import Storage, engine_for
 from checkpoints.events import Event, count_events, sync_log
-from checkpoints.fork import copy_history
+from checkpoints.fork import fork_run_history
 from checkpoints.journal import Ledger
 from checkpoints.registry import (
     RunRecord,
@@ -236,12 +237,12 @@ def fork_run(
         parent_run_id=source_id,
         fork_cycle=at_cycle,
     )
-    copy_history(engine, source_id, new_run_id, at_cycle)
+    fork_run_history(engine, source_id, new_run_id, at_cycle)
     Ledger(storage, new_run_id, engine).emit(
         Event(
             "RUN_START",
             at_cycle + 1,
-            "run:fork",
+            keys.branch_start(new_run_id),
             {"forked_from": source_id, "at_cycle": at_cycle, "model": config.model},
         )
     )

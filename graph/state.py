@@ -87,6 +87,11 @@ class AgentState:
 
     run_id: str = ""
     """Human run id; memory, events and the journal are keyed by it. Empty: the thread id."""
+    lineage: str = ""
+    """Which branch of the run this state is on: empty on the run's main line, a new value
+    after every fork point (a state edit, time travel, a copied thread); see
+    `checkpoints.lineage`. Journal, events, memory and cycles are keyed by run id and
+    lineage, so a branch never replays or changes another branch's side effects."""
     task: str | None = None
     """A user task (tasked mode) instead of the task-free prompt; None for ContReAct."""
     last_cycle: int = 1

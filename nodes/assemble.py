@@ -16,19 +16,22 @@ from typing import Any
 from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph.runtime import Runtime
 
+from checkpoints import keys
 from checkpoints.cycles import earlier_notes
 from checkpoints.events import Event
 from graph.state import AgentState, Context
 from nodes.budgets import tools_offered
 from nodes.context_budget import estimate_tokens, fit_reflections, plan_trim
 from nodes.prompts import opening_turn, reflections_section, system_text
-from nodes.session import engine_of, ledger_of, step_key
+from nodes.session import engine_of, ledger_of
+from nodes.session import step as on_lineage
 from tools.registry import TOOL_SCHEMAS
 
 TOOLS_TOKENS = estimate_tokens(json.dumps(TOOL_SCHEMAS))
 """What the tool definitions cost in the prompt (Ollama renders them into it)."""
 
 
+@on_lineage
 def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Open the cycle (first step) or trim the cycle to the context budget (later steps)."""
     ctx = runtime.context
@@ -42,7 +45,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
             Event(
                 "RUN_START",
                 cycle,
-                "run:start",
+                keys.RUN_START,
                 {
                     "model": ctx.model,
                     "host": ctx.ollama_host,
@@ -54,7 +57,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
             Event(
                 "CYCLE_START",
                 cycle,
-                f"c{cycle}:start",
+                keys.cycle_start(cycle),
                 {"opening": text, "advisory": state.advisory},
             ),
         )
@@ -81,7 +84,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
             Event(
                 "CONTEXT_TRIM",
                 cycle,
-                step_key(cycle, step, "trim"),
+                keys.context_trim(cycle, step),
                 {
                     "step": step,
                     "dropped_messages": len(trim.dropped),

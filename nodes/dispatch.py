@@ -19,12 +19,14 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from sqlalchemy import Connection, select
 
+from checkpoints import keys
 from checkpoints.db import events
 from checkpoints.events import Event
 from checkpoints.journal import Ledger
 from graph.state import AgentState, Context, CycleStats, PendingCall
 from nodes.budgets import refusal, truncate_output
-from nodes.session import ledger_of, step_key
+from nodes.session import ledger_of
+from nodes.session import step as on_lineage
 from nodes.toolcalls import ParsedCall, call_signature
 from tools.memory import ToolSession
 from tools.operator import ask_operator
@@ -69,11 +71,16 @@ def _run_call(
     ctx: Context,
     cycle: int,
     step: int,
-    key: str,
+    index: int,
     call: PendingCall,
     refused: str | None,
 ) -> dict[str, Any]:
-    """Run (or refuse) one call inside the journal transaction that records it."""
+    """Run (or refuse) one call exactly once, inside the journal transaction that records it.
+
+    A recorded operator call is not asked again, but still passes its interrupt, so that
+    later operator calls in the same message are paired with their own replies.
+    """
+    key = keys.tool_call(cycle, step, index)
 
     def act(conn: Connection) -> tuple[dict[str, Any], list[Event]]:
         started = time.monotonic()
@@ -98,25 +105,29 @@ def _run_call(
             )
         ]
         if session.details:
-            waited = _seconds_since(conn, ledger.run_id, step_key(cycle, step, "llm"))
+            waited = _seconds_since(conn, ledger.run_id, keys.model_call(cycle, step))
             batch.append(
                 Event(
                     "OPERATOR_MESSAGE",
                     cycle,
-                    f"{key}:operator",
+                    keys.operator_message(cycle, step, index),
                     {"step": step, **session.details, "wait_s": waited},
                 )
             )
         return {"output": output, "error": outcome.error, "ran": refused is None}, batch
 
+    def ask_again(_recorded: dict[str, Any]) -> None:
+        if call["name"] == OPERATOR_TOOL and refused is None:
+            ask_operator(ledger.run_id, cycle, str(call["args"].get("message", "")))
+
     try:
-        return ledger.commit(key, cycle, act)
+        return ledger.once(key, cycle, act, replayed=ask_again)
     except GraphBubbleUp:
         raise
     except Exception as exc:  # noqa: BLE001 - reported to the model and logged as ERROR
         # The tool's transaction rolled back, so nothing it did persists; record the failure
         # so the model hears about it and the run goes on.
-        return ledger.commit(key, cycle, _failure(cycle, step, key, call, exc))
+        return ledger.commit(key, cycle, _failure(cycle, step, index, call, exc))
 
 
 def _tool_event(
@@ -151,7 +162,7 @@ def _tool_event(
 
 
 def _failure(
-    cycle: int, step: int, key: str, call: PendingCall, exc: Exception
+    cycle: int, step: int, index: int, call: PendingCall, exc: Exception
 ) -> Callable[[Connection], tuple[dict[str, Any], list[Event]]]:
     """The journal entry and events of a tool that raised unexpectedly."""
     reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'}"
@@ -159,11 +170,11 @@ def _failure(
 
     def act(_conn: Connection) -> tuple[dict[str, Any], list[Event]]:
         return {"output": output, "error": True, "ran": True}, [
-            _tool_event(cycle, step, key, call, output, True, False),
+            _tool_event(cycle, step, keys.tool_call(cycle, step, index), call, output, True, False),
             Event(
                 "ERROR",
                 cycle,
-                f"{key}:error",
+                keys.tool_error(cycle, step, index),
                 {"step": step, "kind": "tool_error", "message": reason, "tool_name": call["name"]},
             ),
         ]
@@ -171,6 +182,7 @@ def _failure(
     return act
 
 
+@on_lineage
 def dispatch(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Run the pending calls; return one ToolMessage per call and the updated counters."""
     ctx = runtime.context
@@ -186,14 +198,7 @@ def dispatch(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
         signature = call_signature(ParsedCall(name=call["name"], args=call["args"]))
         refused = None if call["error"] else refusal(signature, stats["tool_calls"], counts, ctx)
         refused_text = call["error"] or (refused.text if refused else None)
-        key = step_key(cycle, step, f"t{index}")
-        result = ledger.recall(key)
-        if result is Ledger.MISSING:
-            result = _run_call(ledger, ctx, cycle, step, key, call, refused_text)
-        elif call["name"] == OPERATOR_TOOL and refused_text is None:
-            # Already answered and journaled; still pass the interrupt so that later
-            # operator calls in this message are paired with their own replies.
-            ask_operator(ledger.run_id, cycle, str(call["args"].get("message", "")))
+        result = _run_call(ledger, ctx, cycle, step, index, call, refused_text)
         stats = _tally(
             stats, call, result, repeated=refused is not None and refused.kind == "repeated"
         )

@@ -16,7 +16,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
+from sqlalchemy import Connection
 
+from checkpoints import keys
 from checkpoints.cycles import earlier_notes
 from checkpoints.events import Event, count_events
 from checkpoints.journal import Ledger
@@ -32,7 +34,7 @@ from nodes.ollama_client import (
     with_retries,
 )
 from nodes.prompts import build_prompt
-from nodes.session import engine_of, ledger_of, step_key
+from nodes.session import engine_of, ledger_of, step
 from tools.registry import TOOL_SCHEMAS
 
 log = logging.getLogger("contreact")
@@ -133,28 +135,37 @@ def _call_model(ctx: Context, prompt: list[BaseMessage], with_tools: bool) -> di
 def ai_message(record: dict[str, Any], cycle: int, step: int) -> AIMessage:
     """The AIMessage a recorded call stands for, with ids fixed by cycle and step."""
     calls = [
-        {"name": c["name"], "args": c["args"], "id": f"c{cycle}-s{step}-t{i}", "type": "tool_call"}
+        {
+            "name": c["name"],
+            "args": c["args"],
+            "id": keys.call_id(cycle, step, i),
+            "type": "tool_call",
+        }
         for i, c in enumerate(record.get("tool_calls") or [])
     ]
     metadata = {k: record[k] for k in ("done_reason", "server_parse_error") if record.get(k)}
     return AIMessage(
         content=record.get("content") or "",
         tool_calls=calls,
-        id=f"c{cycle}-ai-{step}",
+        id=keys.ai_message_id(cycle, step),
         response_metadata=metadata,
     )
 
 
+@step
 def invoke(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Call the model on the assembled prompt (or replay the journaled answer)."""
     ctx = runtime.context
     ledger = ledger_of(state, ctx)
-    cycle, step = state.cycle, state.stats["steps"]
-    key = step_key(cycle, step, "llm")
-    record = ledger.recall(key)
-    if record is Ledger.MISSING:
-        record = _invoke_and_record(state, ctx, ledger, key)
-    message = ai_message(record, cycle, step)
+    cycle, step_no = state.cycle, state.stats["steps"]
+    key = keys.model_call(cycle, step_no)
+
+    def act(_conn: Connection) -> tuple[dict[str, Any], list[Event]]:
+        record, payload = _call_and_log(state, ctx, ledger)
+        return record, [Event("LLM_INVOCATION", cycle, key, payload)]
+
+    record = ledger.once(key, cycle, act)
+    message = ai_message(record, cycle, step_no)
     stats = state.stats
     return {
         "messages": [message],
@@ -169,8 +180,11 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def _invoke_and_record(state: AgentState, ctx: Context, ledger: Ledger, key: str) -> dict[str, Any]:
-    cycle, step = state.cycle, state.stats["steps"]
+def _call_and_log(
+    state: AgentState, ctx: Context, ledger: Ledger
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Call the model; its record and LLM_INVOCATION payload (a failure is logged as ERROR)."""
+    cycle, step_no = state.cycle, state.stats["steps"]
     earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
     messages: Sequence[AnyMessage] = state.messages
     prompt = build_prompt(
@@ -184,14 +198,15 @@ def _invoke_and_record(state: AgentState, ctx: Context, ledger: Ledger, key: str
     try:
         record = _call_model(ctx, prompt, with_tools)
     except ModelCallError as error:
-        n = count_events(ledger.engine, ledger.run_id, key_prefix=step_key(cycle, step, "error:"))
+        prefix = keys.model_error_prefix(cycle, step_no)
+        n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix)
         ledger.emit(
             Event(
                 "ERROR",
                 cycle,
-                step_key(cycle, step, f"error:{n}"),
+                keys.model_error(cycle, step_no, n),
                 {
-                    "step": step,
+                    "step": step_no,
                     "kind": error.kind,
                     "message": error.message,
                     "attempts": error.attempts,
@@ -203,8 +218,8 @@ def _invoke_and_record(state: AgentState, ctx: Context, ledger: Ledger, key: str
         raise
     record["tools_offered"] = with_tools
     payload = {
-        "step": step,
-        "new_messages": logged_messages(prompt, step, cycle, state.reflections_from),
+        "step": step_no,
+        "new_messages": logged_messages(prompt, step_no, cycle, state.reflections_from),
         "response": {
             "content": record["content"],
             "tool_calls": record["tool_calls"],
@@ -225,6 +240,4 @@ def _invoke_and_record(state: AgentState, ctx: Context, ledger: Ledger, key: str
             **ctx.model_options,
         },
     }
-    return ledger.commit(
-        key, cycle, lambda _conn: (record, [Event("LLM_INVOCATION", cycle, key, payload)])
-    )
+    return record, payload

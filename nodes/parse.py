@@ -15,8 +15,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
+from checkpoints import keys
 from graph.state import AgentState, Context, CycleStats, PendingCall
 from nodes.budgets import past_time_limit, steps_left
+from nodes.session import step as on_lineage
 from nodes.toolcalls import FinalAnswer, NoAnswer, ToolCalls, parse_response, server_parse_error
 from tools.registry import PARAMETER_SCHEMAS
 
@@ -29,6 +31,7 @@ def _close(text: str, stats: CycleStats, *flags: str) -> dict[str, Any]:
     return {"outcome": "final", "final_text": text, "flags": marks, "pending": [], "stats": stats}
 
 
+@on_lineage
 def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Classify the last model message and route the cycle accordingly."""
     ctx = runtime.context
@@ -59,7 +62,7 @@ def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
         if not more_steps:
             return _close(outcome.text, stats, budget_flag)
         pending = [
-            PendingCall(id=f"c{cycle}-s{step}-t{i}", name=c.name, args=c.args, error=c.error)
+            PendingCall(id=keys.call_id(cycle, step, i), name=c.name, args=c.args, error=c.error)
             for i, c in enumerate(outcome.calls)
         ]
         update: dict[str, Any] = {"outcome": "calls", "pending": pending, "stats": stats}

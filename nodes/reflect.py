@@ -13,12 +13,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 from sqlalchemy import Connection
 
+from checkpoints import keys
 from checkpoints.cycles import CycleRecord, earlier_notes, insert_cycle
 from checkpoints.events import Event
 from checkpoints.journal import Ledger
 from contreact.analysis.similarity import SimilarityReport, assess
 from graph.state import AgentState, Context, fresh_cycle
-from nodes.session import engine_of, ledger_of
+from nodes.session import engine_of, ledger_of, step
 from tools.memory import count_keys
 
 
@@ -37,65 +38,61 @@ def _similarity(state: AgentState, ctx: Context, ledger: Ledger) -> SimilarityRe
     )
 
 
+@step
 def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Record the cycle's reflection; start the next cycle or complete the run."""
     ctx = runtime.context
     ledger = ledger_of(state, ctx)
     cycle, text = state.cycle, state.final_text
-    key = f"c{cycle}:end"
-    record = ledger.recall(key)
-    if record is Ledger.MISSING:
-        report = _similarity(state, ctx, ledger)
-        last = cycle >= state.last_cycle
-        # The opening turn is never trimmed, so it is still the cycle's first message.
-        first = state.messages[0].content if state.messages else ""
-        opening = first if isinstance(first, str) else str(first)
+    last = cycle >= state.last_cycle
+    # The opening turn is never trimmed, so it is still the cycle's first message.
+    first = state.messages[0].content if state.messages else ""
+    opening = first if isinstance(first, str) else str(first)
 
-        def act(conn: Connection) -> tuple[dict[str, Any], list[Event]]:
-            metrics: dict[str, Any] = {
-                **state.stats,
-                "reflection_chars": len(text),
-                "final_memory_keys": count_keys(conn, ledger.run_id),
-            }
-            advisory = report.advisory if report else None
-            insert_cycle(
-                conn,
-                ledger.run_id,
-                CycleRecord(
-                    cycle=cycle,
-                    reflection=text,
-                    opening=opening,
-                    metrics=metrics,
-                    flags=list(state.flags),
-                    similarity=report.maximum if report else None,
-                    advisory=advisory,
-                ),
+    def act(conn: Connection) -> tuple[dict[str, Any], list[Event]]:
+        report = _similarity(state, ctx, ledger)
+        metrics: dict[str, Any] = {
+            **state.stats,
+            "reflection_chars": len(text),
+            "final_memory_keys": count_keys(conn, ledger.run_id),
+        }
+        advisory = report.advisory if report else None
+        insert_cycle(
+            conn,
+            ledger.run_id,
+            CycleRecord(
+                cycle=cycle,
+                reflection=text,
+                opening=opening,
+                metrics=metrics,
+                flags=list(state.flags),
+                similarity=report.maximum if report else None,
+                advisory=advisory,
+            ),
+        )
+        batch: list[Event] = []
+        if report is not None:
+            batch.append(Event("SIMILARITY", cycle, keys.similarity(cycle), report.as_payload()))
+        batch.append(
+            Event(
+                "CYCLE_END",
+                cycle,
+                keys.cycle_end(cycle),
+                {"final_reflection": text, "metrics": metrics, "flags": list(state.flags)},
             )
-            batch: list[Event] = []
-            if report is not None:
-                batch.append(
-                    Event("SIMILARITY", cycle, f"c{cycle}:similarity", report.as_payload())
-                )
+        )
+        if last:
             batch.append(
                 Event(
-                    "CYCLE_END",
+                    "RUN_END",
                     cycle,
-                    f"c{cycle}:end",
-                    {"final_reflection": text, "metrics": metrics, "flags": list(state.flags)},
+                    keys.run_end(cycle),
+                    {"status": "completed", "cycles": cycle},
                 )
             )
-            if last:
-                batch.append(
-                    Event(
-                        "RUN_END",
-                        cycle,
-                        f"c{cycle}:run-end",
-                        {"status": "completed", "cycles": cycle},
-                    )
-                )
-            return {"advisory": advisory}, batch
+        return {"advisory": advisory}, batch
 
-        record = ledger.commit(key, cycle, act)
+    record = ledger.once(keys.cycle_end(cycle), cycle, act)
     if cycle >= state.last_cycle:
         return {"status": "completed", "pending": [], "outcome": ""}
     return fresh_cycle(cycle + 1, advisory=record["advisory"])

@@ -1,19 +1,43 @@
-"""Per-run handles every node needs: the run id, the ledger and the storage engine.
+"""Per-step handles every node needs: the run's scope, its ledger and the storage engine.
 
-Kept in one place so that no node builds its own database access or guesses the run id.
+Kept in one place so that no node builds its own database access, guesses the run id or
+decides which branch it is on. Every node is wrapped in `step`, which re-derives the
+lineage from the checkpoint the step runs from (see `checkpoints.lineage`) before the
+node body sees the state.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any, TypeVar, cast
 
+from langchain_core.messages import AIMessage
 from langgraph.config import get_config
+from langgraph.runtime import Runtime
 from sqlalchemy import Engine
 
+from checkpoints import keys
 from checkpoints.db import engine_for
+from checkpoints.events import Event, sync_log
+from checkpoints.fork import ForkPoint
 from checkpoints.journal import Ledger
+from checkpoints.lineage import (
+    MAIN,
+    Checkpoint,
+    is_fork_point,
+    lineage_thread,
+    mint,
+    scope_of,
+    start_branch,
+)
 from checkpoints.registry import find_run_thread
 from graph.state import AgentState, Context
+
+CHECKPOINTER_KEY = "__pregel_checkpointer"
+"""Where LangGraph puts the checkpointer in a task's config (langgraph._internal._constants)."""
 
 
 class ForeignThreadError(RuntimeError):
@@ -36,6 +60,11 @@ def engine_of(ctx: Context) -> Engine:
     return engine_for(ctx.storage)
 
 
+def scope_of_state(state: AgentState) -> str:
+    """The key of this branch's journal, events, memory and cycles."""
+    return scope_of(run_id_of(state), state.lineage)
+
+
 @lru_cache(maxsize=1024)
 def _registered_thread(engine: Engine, run_id: str) -> str | None:
     # A run's thread never changes once registered, so one lookup per process is enough.
@@ -43,7 +72,7 @@ def _registered_thread(engine: Engine, run_id: str) -> str | None:
 
 
 def ledger_of(state: AgentState, ctx: Context) -> Ledger:
-    """The exactly-once ledger of the run.
+    """The exactly-once ledger of the run's current branch.
 
     Raises:
         ForeignThreadError: the state names a registered run whose thread is another one
@@ -57,9 +86,79 @@ def ledger_of(state: AgentState, ctx: Context) -> Ledger:
             f"run {run_id} belongs to thread {owner}, not to this thread {_thread_id()}; "
             f"branch it with `contreact fork {run_id} --cycle K --as NEW` instead"
         )
-    return Ledger(ctx.storage, run_id, engine)
+    return Ledger(ctx.storage, scope_of(run_id, state.lineage), engine)
 
 
-def step_key(cycle: int, step: int, what: str) -> str:
-    """Deterministic key of a side effect: built from checkpointed counters only."""
-    return f"c{cycle}:s{step}:{what}"
+def fork_point_of(state: AgentState) -> ForkPoint:
+    """Where a state stands, as the point a branch from it leaves its parent."""
+    if state.status == "completed":
+        return ForkPoint(cycle=state.cycle + 1)
+    steps = state.stats["steps"]
+    last = state.messages[-1] if state.messages else None
+    # The last answer's calls have not run while they are pending or the answer is last.
+    undone = bool(state.pending) or (isinstance(last, AIMessage) and bool(last.tool_calls))
+    return ForkPoint(
+        cycle=state.cycle,
+        steps=steps,
+        steps_done=steps - 1 if undone and steps else steps,
+        opened=bool(state.messages),
+    )
+
+
+def _current_checkpoint(runtime: Runtime[Context]) -> Checkpoint | None:
+    info = runtime.execution_info
+    if info is None or not info.thread_id:
+        return None
+    saver = get_config()["configurable"].get(CHECKPOINTER_KEY)
+    return Checkpoint(str(info.thread_id), str(info.checkpoint_id or ""), saver)
+
+
+def lineage_of(state: AgentState, runtime: Runtime[Context]) -> str:
+    """The lineage this step runs in: the state's own, or a new one at a fork point."""
+    cp = _current_checkpoint(runtime)
+    if cp is None:
+        return state.lineage
+    engine = engine_of(runtime.context)
+    run_id = run_id_of(state)
+    parent = scope_of(run_id, state.lineage)
+    copied = state.lineage != MAIN and lineage_thread(engine, parent) not in (None, cp.thread_id)
+    if not copied and not is_fork_point(engine, cp):
+        return state.lineage
+    lineage = mint(cp.thread_id, cp.checkpoint_id)
+    point = fork_point_of(state)
+    scope = start_branch(engine, run_id, parent, lineage, cp, point)
+    # The inherited events went to the database only: give the branch its JSONL log.
+    sync_log(engine, runtime.context.storage, scope)
+    Ledger(runtime.context.storage, scope, engine).emit(
+        Event(
+            "RUN_START",
+            point.cycle,
+            keys.branch_start(scope),
+            {
+                "forked_from": parent,
+                "at_cycle": point.cycle - 1 if point.steps == 0 else point.cycle,
+                "at_step": point.steps,
+                "checkpoint_id": cp.checkpoint_id,
+                "thread_id": cp.thread_id,
+                "model": runtime.context.model,
+            },
+        )
+    )
+    return lineage
+
+
+NodeFunction = TypeVar("NodeFunction", bound=Callable[..., dict[str, Any]])
+
+
+def step(node: NodeFunction) -> NodeFunction:
+    """Wrap a node so that it runs in the right lineage and records a new one in state."""
+
+    @functools.wraps(node)
+    def run(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+        lineage = lineage_of(state, runtime)
+        if lineage == state.lineage:
+            return node(state, runtime)
+        update = node(dataclasses.replace(state, lineage=lineage), runtime)
+        return {**update, "lineage": lineage}
+
+    return cast(NodeFunction, run)

@@ -2,14 +2,18 @@
 
 Failpoints (`CONTREACT_FAILPOINTS`) SIGKILL the process in the narrow windows that matter:
 inside a tool's transaction, after a side effect committed but before its checkpoint,
-after an operator reply was journaled, between cycles. One more kill comes from outside,
-while a model call is in flight at the stub.
+after an operator reply was journaled, between cycles, on a `write` and a `delete`. One
+more kill comes from outside, while a model call is in flight at the stub. Model requests
+(at the stub) and tool executions (`CONTREACT_TALLY_FILE`) are counted: after the kills and
+resumes they equal the uninterrupted run's plus only what was in flight at a kill.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,42 +27,67 @@ KILLS = [
     ("resume", "after-append:c2:end"),  # between cycles: cycle 2 closed, cycle 3 not begun
     ("resume", "model-call"),  # from outside, while the stub holds a model call
     ("resume", "after-commit:c3:s2:llm"),  # a model answer journaled, not checkpointed
+    ("resume", "before-commit:c3:s3:t0"),  # inside a `delete`'s transaction
+    ("resume", "after-commit:c3:s3:t0"),  # a `delete` committed, its checkpoint not written
+    ("resume", "after-commit:c4:s0:t0"),  # a `write` committed, its checkpoint not written
 ]
+IN_FLIGHT_TOOLS = 2
+"""Kills inside a tool's transaction: the tool ran, rolled back, and runs again."""
+
+
+def bodies(requests: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(json.dumps(r["body"], sort_keys=True) for r in requests)
+
+
+def tallied(path: Path) -> Counter[str]:
+    return Counter(path.read_text(encoding="utf-8").split())
 
 
 @pytest.mark.slow
 def test_kill_and_resume_equals_uninterrupted(tmp_path: Path, backend: Backend) -> None:
+    ran_ref, ran_crash = tmp_path / "ref.tally", tmp_path / "crash.tally"
     with StubServer().start() as server:
         reference = write_config(
             tmp_path / "ref.yaml", backend, run_id="ref", cycles=4, ollama={"host": server.url}
         )
-        done = cli(backend, "run", str(reference))
+        done = cli(backend, "run", str(reference), env={"CONTREACT_TALLY_FILE": str(ran_ref)})
         assert done.returncode == 0, done.stderr
         expected = outcome(backend, "ref")
+        expected_requests = bodies(server.requests())
+        server.reset()
+        sent: list[dict[str, Any]] = []  # requests of the crashed run, across stub resets
 
         crashed = write_config(
             tmp_path / "crash.yaml", backend, run_id="crash", cycles=4, ollama={"host": server.url}
         )
+        env = {"CONTREACT_TALLY_FILE": str(ran_crash)}
         for command, point in KILLS:
             args = ["run", str(crashed)] if command == "run" else ["resume", "crash"]
             if point == "model-call":
                 seen = len(server.requests())
                 server.add_faults({"kind": "delay", "seconds": 60})
-                proc = cli_start(backend, *args)
+                proc = cli_start(backend, *args, env=env)
                 kill_when(proc, lambda seen=seen: len(server.requests()) > seen)
                 held = server.requests()[-1]["body"]
+                sent += server.requests()
                 server.reset(faults=True)
                 assert proc.returncode == -9
                 continue
-            result = cli(backend, *args, env={"CONTREACT_FAILPOINTS": point})
+            result = cli(backend, *args, env={**env, "CONTREACT_FAILPOINTS": point})
             assert result.returncode == -9, (
                 f"{point} was not reached: {result.stderr}{result.stdout}"
             )
-        finished = cli(backend, "resume", "crash")
+        finished = cli(backend, "resume", "crash", env=env)
         assert finished.returncode == 0, finished.stderr
-        # The call killed in flight was sent again byte for byte (prompt cache stays warm).
-        assert any(r["body"] == held for r in server.requests())
+        # Every model request of the uninterrupted run, and only the one killed in flight
+        # again, byte for byte (the prompt cache stays warm): nothing answered was re-asked.
+        sent += server.requests()
+        assert bodies(sent) == expected_requests + Counter([json.dumps(held, sort_keys=True)])
 
+    # Tools ran as often as in the uninterrupted run, plus the ones killed mid-transaction.
+    ran = tallied(ran_crash)
+    assert sum(ran.values()) == sum(tallied(ran_ref).values()) + IN_FLIGHT_TOOLS, ran
+    assert ran - tallied(ran_ref) == Counter({"tool:pattern_search": 1, "tool:delete": 1})
     reflections, memory, events = outcome(backend, "crash")
     assert reflections == expected[0]
     assert memory == expected[1]

@@ -395,3 +395,99 @@ def test_studio_checkpointer_reads_cli_runs_on_each_backend(
             assert (await saver.aget_tuple({"configurable": {"thread_id": stranger}})) is None
 
     asyncio.run(probe())
+
+
+FORK_SCRIPT: dict[int, list[Any]] = {
+    1: [call("write", key="plan", value="cycle one plan"), {"content": "Note one."}],
+    2: [call("write", key="plan", value="cycle two plan"), {"content": "Note two."}],
+    3: [
+        call("read", key="plan"),
+        call("write", key="plan", value="cycle three plan"),
+        call("send_message_to_operator", message="Shall I go on?"),
+        {"content": "Note three."},
+    ],
+}
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["body"]["messages"] if m["role"] == "tool"]
+
+
+def test_time_travel_with_an_edit_branches_and_leaves_the_original_intact(
+    tmp_path: Path, dev_server: DevServer
+) -> None:
+    """Issue 11 #1: fork a finished 3-cycle run at its cycle-2 checkpoint with an edited state."""
+    from langgraph_sdk import get_sync_client
+
+    from checkpoints.db import engine_for
+    from tools.memory import memory_snapshot
+
+    backend = dev_server.backend
+    engine = engine_for(backend.storage())
+    log_file = backend.data_dir / "logs" / "tt-run.jsonl"
+    with scripted_stub(FORK_SCRIPT) as stub:
+        config = write_config(
+            tmp_path / "run.yaml",
+            backend,
+            run_id="tt-run",
+            cycles=3,
+            ollama={"host": stub.url},
+            operator={"mode": "auto", "reply": "The old reply."},
+        )
+        assert cli(backend, "run", str(config)).returncode == 0
+        original_requests = len(stub.requests())
+        assert original_requests == 8
+        thread_id = json.loads(cli(backend, "status", "tt-run", "--json").stdout)["thread_id"]
+        client = get_sync_client(url=dev_server.url, api_key=None)
+        poll_state(dev_server.client(), thread_id)
+        head = client.threads.get_state(thread_id)
+        history = client.threads.get_history(thread_id, limit=200)
+        # The cycle-2 checkpoint: cycle 2 closed, cycle 3 not begun.
+        (at_cycle_2,) = [
+            h
+            for h in history
+            if h["values"].get("cycle") == 3 and not h["values"].get("messages") and h["next"]
+        ]
+        before = (log_file.read_bytes(), memory_snapshot(engine, "tt-run"), head["values"])
+
+        client.threads.update_state(
+            thread_id,
+            {"advisory": "Edited in Studio: try something new."},
+            as_node="reflect",
+            checkpoint_id=at_cycle_2["checkpoint"]["checkpoint_id"],
+        )
+        context = {"model": "stub-model", "ollama_host": stub.url, "timeout_s": 20, "retries": 1}
+        client.runs.wait(thread_id, "contreact", input=None, context=context)
+        paused = client.threads.get_state(thread_id)
+        asks = [i["value"]["message"] for t in paused["tasks"] for i in t["interrupts"]]
+        assert asks == ["Shall I go on?"]
+        client.runs.wait(
+            thread_id, "contreact", command={"resume": "A brand new reply."}, context=context
+        )
+        fork_requests = stub.requests()[original_requests:]
+        branch = client.threads.get_state(thread_id)
+
+    # The fork's steps called the model afresh: cycle 3's four calls, none replayed.
+    assert len(fork_requests) == 4
+    assert "Edited in Studio" in fork_requests[0]["body"]["messages"][0]["content"]
+    # Memory on the fork reads as it was at the end of cycle 2.
+    assert tool_results(fork_requests[1]) == ["cycle two plan"]
+    # The new operator reply reached the model.
+    assert tool_results(fork_requests[3])[-1] == "A brand new reply."
+    assert branch["values"]["status"] == "completed" and branch["values"]["lineage"]
+    # The original branch: log, memory and final state byte-identical.
+    after_head = client.threads.get_state(
+        thread_id, checkpoint_id=head["checkpoint"]["checkpoint_id"]
+    )
+    assert log_file.read_bytes() == before[0]
+    assert memory_snapshot(engine, "tt-run") == before[1] == {"plan": "cycle three plan"}
+    assert after_head["values"] == before[2]
+    # The branch has its own log and memory, inheriting cycles 1-2.
+    scope = f"tt-run@{branch['values']['lineage']}"
+    branch_log = read_log(backend, scope)
+    ends = [e["payload"]["final_reflection"] for e in branch_log if e["event_type"] == "CYCLE_END"]
+    assert ends == ["Note one.", "Note two.", "Note three."]
+    replies = [e["payload"]["reply"] for e in branch_log if e["event_type"] == "OPERATOR_MESSAGE"]
+    assert replies == ["A brand new reply."]
+    assert memory_snapshot(engine, scope) == {"plan": "cycle three plan"}
+    assert_no_blocking_calls(dev_server)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from checkpoints.failpoints import tally
 from tools.memory import (
     ToolError,
     ToolSession,
@@ -105,6 +106,7 @@ def run_tool(name: str, args: Mapping[str, Any], session: ToolSession) -> ToolRe
     fn = TOOLS.get(name)
     if fn is None:
         return ToolResult(f"Error: unknown tool '{name}'. Valid tools: {', '.join(TOOLS)}.", True)
+    tally(f"tool:{name}")
     try:
         return ToolResult(fn(session, **args))
     except ToolError as exc:

@@ -1,0 +1,115 @@
+"""Every key of the journal and the event log, built here and nowhere else.
+
+A side effect's key names its place in the run (cycle, model call, tool call); together
+with the scope (run id and lineage, see `checkpoints.lineage`) it identifies the effect
+exactly once: a step re-run after a crash builds the same key in the same scope and
+replays the record, a step on another branch builds it in another scope and acts afresh.
+Keys are built from checkpointed counters only, never from checkpoint ids (a checkpoint
+that was never saved gets a new id when its step is replayed). `position_of` reads a key
+back, so a branch can inherit exactly the records made before its fork point.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+RUN_START = "run:start"
+
+
+def branch_start(scope: str) -> str:
+    """The RUN_START of a branch (a `contreact fork` or a Studio time travel) in its scope."""
+    return f"run:fork:{scope}"
+
+
+def cycle_start(cycle: int) -> str:
+    """CYCLE_START of `cycle`."""
+    return f"c{cycle}:start"
+
+
+def model_call(cycle: int, step: int) -> str:
+    """The model call number `step` (0-based) of `cycle`: journal record and LLM_INVOCATION."""
+    return f"c{cycle}:s{step}:llm"
+
+
+def model_error(cycle: int, step: int, attempt: int) -> str:
+    """The ERROR of a failed model call (`attempt` counts the resumes that failed again)."""
+    return f"c{cycle}:s{step}:error:{attempt}"
+
+
+def model_error_prefix(cycle: int, step: int) -> str:
+    """What every `model_error` key of one call starts with."""
+    return f"c{cycle}:s{step}:error:"
+
+
+def tool_call(cycle: int, step: int, index: int) -> str:
+    """Call number `index` of the answer of model call `step`: journal record and TOOL_CALL."""
+    return f"c{cycle}:s{step}:t{index}"
+
+
+def operator_message(cycle: int, step: int, index: int) -> str:
+    """The OPERATOR_MESSAGE of a `send_message_to_operator` call."""
+    return f"{tool_call(cycle, step, index)}:operator"
+
+
+def tool_error(cycle: int, step: int, index: int) -> str:
+    """The ERROR of a tool that raised unexpectedly."""
+    return f"{tool_call(cycle, step, index)}:error"
+
+
+def context_trim(cycle: int, step: int) -> str:
+    """CONTEXT_TRIM before model call `step`."""
+    return f"c{cycle}:s{step}:trim"
+
+
+def cycle_end(cycle: int) -> str:
+    """The cycle's close: journal record and CYCLE_END."""
+    return f"c{cycle}:end"
+
+
+def similarity(cycle: int) -> str:
+    """SIMILARITY of the cycle's reflection."""
+    return f"c{cycle}:similarity"
+
+
+def run_end(cycle: int) -> str:
+    """RUN_END after the last cycle."""
+    return f"c{cycle}:run-end"
+
+
+def call_id(cycle: int, step: int, index: int) -> str:
+    """The `tool_call_id` of a parsed call (native or text format), fixed by its place."""
+    return f"c{cycle}-s{step}-t{index}"
+
+
+def ai_message_id(cycle: int, step: int) -> str:
+    """The message id of the model's answer to call `step`."""
+    return f"c{cycle}-ai-{step}"
+
+
+class KeyPosition(NamedTuple):
+    """Where in a run a key's record was made."""
+
+    cycle: int | None
+    """None for run-level keys (`run:start`)."""
+    step: int | None
+    """The model call it belongs to; None for cycle-level keys."""
+    tool: bool
+    """Made by a tool call (its record, TOOL_CALL, OPERATOR_MESSAGE or tool ERROR)."""
+    kind: str
+    """The key's last part: `llm`, `start`, `end`, `run-end`, ..."""
+
+
+_KEY = re.compile(r"^c(\d+):(?:s(\d+):)?(t\d+(?::.*)?|.+)$")
+
+
+def position_of(key: str) -> KeyPosition:
+    """Read back where a key was made (the inverse of the builders above)."""
+    match = _KEY.match(key)
+    if match is None:
+        return KeyPosition(None, None, False, key)
+    cycle, step, rest = match.groups()
+    tool = rest.startswith("t") and (rest[1:].split(":")[0]).isdigit()
+    return KeyPosition(
+        int(cycle), int(step) if step is not None else None, tool, rest.split(":", 1)[0]
+    )

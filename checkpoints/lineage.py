@@ -1,0 +1,163 @@
+"""Lineage: which branch of a run a step belongs to, so its side effects happen exactly once.
+
+The journal, the event log, the memory and the finished cycles are keyed by a *scope*:
+the run id for a run's main line, `RUN@LINEAGE` for a branch. The lineage is a state
+field. A step re-run after a crash runs from the same saved checkpoint with the same
+state, so it keeps its lineage and replays its records. A step that starts from a fork
+point gets a new lineage, minted from the fork point's checkpoint id and the thread (so a
+crash there mints the same one again), and a scope that inherits its parent's history
+up to that point (`checkpoints.fork`); from there on it acts afresh. A fork point is a
+saved checkpoint that
+
+* was made by a state edit (`update_state`, Studio's "edit and fork"), or
+* is not the newest checkpoint of its thread (Studio time travel: running from an earlier
+  checkpoint), or
+* belongs to another thread than the lineage it carries (a copied thread).
+
+A checkpoint that was never saved is never a fork point: it is a step in flight, or one
+replayed after a crash under a policy that does not save every step, and its key (built
+from counters, see `checkpoints.keys`) replays its record. Another thread reusing a run
+id is refused before any of this (`nodes.session`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from sqlalchemy import Engine, select, text
+from sqlalchemy.exc import DBAPIError
+
+from checkpoints.db import insert_ignore, lineages
+from checkpoints.events import utc_now
+from checkpoints.fork import ForkPoint, copy_history
+
+MAIN = ""
+"""The lineage of a run's main line (its scope is the run id itself)."""
+
+SCOPE_SEPARATOR = "@"
+
+
+def scope_of(run_id: str, lineage: str) -> str:
+    """The key of a branch's journal, events, memory and cycles."""
+    return run_id if lineage == MAIN else f"{run_id}{SCOPE_SEPARATOR}{lineage}"
+
+
+def mint(thread_id: str, checkpoint_id: str) -> str:
+    """The lineage of a branch leaving at `checkpoint_id` (the same again after a crash)."""
+    return "b" + hashlib.sha256(f"{thread_id}/{checkpoint_id}".encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What the fork test needs to know of the checkpoint a step runs from."""
+
+    thread_id: str
+    checkpoint_id: str
+    saver: BaseCheckpointSaver[Any] | None
+
+
+def _newest(engine: Engine, cp: Checkpoint) -> tuple[str, str] | None:
+    """(id, metadata source) of the thread's newest saved checkpoint, None if it has none."""
+    saver = cp.saver
+    if isinstance(saver, InMemorySaver):
+        found = saver.get_tuple({"configurable": {"thread_id": cp.thread_id, "checkpoint_ns": ""}})
+        if found is None:
+            return None
+        meta = found.metadata or {}
+        return str(found.config["configurable"]["checkpoint_id"]), str(meta.get("source", ""))
+    # The SQLite and PostgreSQL savers keep their checkpoints in our database, in a table
+    # of the same shape; a query is far cheaper than loading the checkpoint.
+    query = text(
+        "SELECT checkpoint_id, metadata FROM checkpoints WHERE thread_id = :t "
+        "AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1"
+    )
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(query, {"t": cp.thread_id}).first()
+    except DBAPIError:  # no checkpoints table: this saver keeps them elsewhere
+        return None
+    if row is None:
+        return None
+    meta = row[1]
+    if isinstance(meta, bytes | str):
+        meta = json.loads(meta or "{}")
+    return str(row[0]), str((meta or {}).get("source", ""))
+
+
+def _saved(engine: Engine, cp: Checkpoint) -> bool:
+    saver = cp.saver
+    if isinstance(saver, InMemorySaver):
+        config = {
+            "configurable": {
+                "thread_id": cp.thread_id,
+                "checkpoint_ns": "",
+                "checkpoint_id": cp.checkpoint_id,
+            }
+        }
+        return saver.get_tuple(config) is not None  # type: ignore[arg-type]
+    query = text(
+        "SELECT 1 FROM checkpoints WHERE thread_id = :t AND checkpoint_ns = '' "
+        "AND checkpoint_id = :c"
+    )
+    with engine.connect() as conn:
+        return conn.execute(query, {"t": cp.thread_id, "c": cp.checkpoint_id}).first() is not None
+
+
+def is_fork_point(engine: Engine, cp: Checkpoint) -> bool:
+    """Whether a step running from `cp` starts a new branch (see the module docstring)."""
+    if cp.saver is None or not cp.checkpoint_id:
+        return False
+    newest = _newest(engine, cp)
+    if newest is None:
+        return False
+    newest_id, source = newest
+    if newest_id == cp.checkpoint_id:
+        return source == "update"
+    # Not the newest: an earlier saved checkpoint (time travel), or one not saved (yet).
+    return _saved(engine, cp)
+
+
+def lineage_thread(engine: Engine, scope: str) -> str | None:
+    """The thread a branch was minted on (None for a run's main line)."""
+    with engine.connect() as conn:
+        found = conn.execute(
+            select(lineages.c.thread_id).where(lineages.c.scope == scope)
+        ).scalar_one_or_none()
+    return None if found is None else str(found)
+
+
+def start_branch(
+    engine: Engine, run_id: str, parent: str, lineage: str, cp: Checkpoint, point: ForkPoint
+) -> str:
+    """Register branch `lineage` of `run_id` and give it `parent`'s history before `point`.
+
+    Idempotent: a branch already registered is returned as it is.
+
+    Returns:
+        The branch's scope.
+    """
+    scope = scope_of(run_id, lineage)
+    with engine.begin() as conn:
+        fresh = insert_ignore(
+            conn,
+            lineages,
+            {
+                "scope": scope,
+                "run_id": run_id,
+                "parent_scope": parent,
+                "thread_id": cp.thread_id,
+                "checkpoint_id": cp.checkpoint_id,
+                "cycle": point.cycle,
+                "steps": point.steps,
+                "steps_done": point.steps_done,
+                "created_at": utc_now(),
+            },
+        )
+        if fresh:
+            copy_history(conn, parent, scope, point)
+    return scope
