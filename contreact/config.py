@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from checkpoints.db import Storage, resolve_storage
 from checkpoints.registry import check_run_id
+from graph import defaults as d
 from graph.defaults import default_model_options, default_ollama_host
 
 if TYPE_CHECKING:
@@ -44,10 +45,10 @@ class OllamaSettings(_Strict):
     hosts: list[str] | None = Field(
         None, description="several Ollama servers: a batch spreads its runs over them"
     )
-    timeout_s: float = Field(120.0, gt=0)
-    retries: int = Field(4, ge=0, le=20)
-    retry_budget_s: float = Field(60.0, gt=0)
-    keep_alive: str = "5m"
+    timeout_s: float = Field(d.TIMEOUT_S, gt=0)
+    retries: int = Field(d.RETRIES, ge=0, le=20)
+    retry_budget_s: float = Field(d.RETRY_BUDGET_S, gt=0)
+    keep_alive: str = d.KEEP_ALIVE
     reasoning: bool | None = None
 
     @field_validator("keep_alive", mode="before")
@@ -59,12 +60,12 @@ class OllamaSettings(_Strict):
 class Limits(_Strict):
     """Per-cycle budgets and size limits."""
 
-    max_steps_per_cycle: int = Field(10, ge=1)
-    max_tool_calls_per_cycle: int = Field(20, ge=0)
-    max_nudges: int = Field(2, ge=0)
-    tool_output_chars: int = Field(8000, ge=100)
-    memory_value_chars: int = Field(50_000, ge=1)
-    output_reserve_tokens: int = Field(1024, ge=0)
+    max_steps_per_cycle: int = Field(d.MAX_STEPS_PER_CYCLE, ge=1)
+    max_tool_calls_per_cycle: int = Field(d.MAX_TOOL_CALLS_PER_CYCLE, ge=0)
+    max_nudges: int = Field(d.MAX_NUDGES, ge=0)
+    tool_output_chars: int = Field(d.TOOL_OUTPUT_CHARS, ge=100)
+    memory_value_chars: int = Field(d.MEMORY_VALUE_CHARS, ge=1)
+    output_reserve_tokens: int = Field(d.OUTPUT_RESERVE_TOKENS, ge=0)
     cycle_seconds: float | None = Field(None, gt=0)
 
 
@@ -93,10 +94,10 @@ class OperatorSettings(_Strict):
 class SimilaritySettings(_Strict):
     """The reflection-similarity monitor."""
 
-    enabled: bool = True
+    enabled: bool = d.SIMILARITY_ENABLED
     embedding_model: str | None = None
-    moderate: float = Field(0.7, ge=0, le=1)
-    high: float = Field(0.8, ge=0, le=1)
+    moderate: float = Field(d.SIMILARITY_MODERATE, ge=0, le=1)
+    high: float = Field(d.SIMILARITY_HIGH, ge=0, le=1)
 
 
 class StorageSettings(_Strict):
@@ -119,7 +120,7 @@ class Config(_Strict):
     similarity: SimilaritySettings = SimilaritySettings()
     storage: StorageSettings = StorageSettings()
     task: str | None = None
-    user_turn: str = "Cycle {cycle} begins."
+    user_turn: str = d.USER_TURN
     batch: str | None = None
     """The batch this run belongs to (set by `contreact batch`)."""
 

@@ -20,6 +20,7 @@ from langchain_core.messages import AnyMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from checkpoints.db import Storage, resolve_storage
+from graph import defaults as d
 from graph.defaults import default_model_options, default_ollama_host
 
 Outcome = Literal["", "calls", "retry", "final"]
@@ -148,38 +149,41 @@ def fresh_cycle(
 class Context:
     """How a run is executed; passed to every invocation, never checkpointed."""
 
-    model: str = "llama3.1:8b"
+    model: str = d.DEFAULT_MODEL
     ollama_host: str = field(default_factory=default_ollama_host)
-    timeout_s: float = 120.0
+    timeout_s: float = d.TIMEOUT_S
     """Per model call; ChatOllama waits forever by default."""
-    retries: int = 4
+    retries: int = d.RETRIES
     """Retries of transient errors (connection, timeout, 5xx, 429) per model call."""
-    retry_budget_s: float = 60.0
+    retry_budget_s: float = d.RETRY_BUDGET_S
     """All retries of one call end within this many seconds."""
-    keep_alive: str = "5m"
+    keep_alive: str = d.KEEP_ALIVE
     model_options: dict[str, Any] = field(default_factory=default_model_options)
     """Ollama options (`num_ctx`, `temperature`, `seed`, ...), passed through."""
     reasoning: bool | None = None
     """Ask thinking models to think (`think`); thinking is logged, never reflected."""
-    max_steps_per_cycle: int = 10
-    max_tool_calls_per_cycle: int = 20
-    max_nudges: int = 2
-    tool_output_chars: int = 8000
-    memory_value_chars: int = 50_000
-    output_reserve_tokens: int = 1024
+    max_steps_per_cycle: int = d.MAX_STEPS_PER_CYCLE
+    max_tool_calls_per_cycle: int = d.MAX_TOOL_CALLS_PER_CYCLE
+    max_nudges: int = d.MAX_NUDGES
+    tool_output_chars: int = d.TOOL_OUTPUT_CHARS
+    memory_value_chars: int = d.MEMORY_VALUE_CHARS
+    output_reserve_tokens: int = d.OUTPUT_RESERVE_TOKENS
     """Tokens of `num_ctx` kept free for the answer when the prompt is trimmed."""
     cycle_seconds: float | None = None
     """Wall-clock limit per cycle; past it tools are withdrawn and the cycle closes."""
-    user_turn: str = "Cycle {cycle} begins."
+    user_turn: str = d.USER_TURN
     """Each cycle's opening user turn (some models answer nothing without one)."""
-    similarity_enabled: bool = True
+    similarity_enabled: bool = d.SIMILARITY_ENABLED
     embedding_model: str | None = None
-    similarity_moderate: float = 0.7
-    similarity_high: float = 0.8
+    similarity_moderate: float = d.SIMILARITY_MODERATE
+    similarity_high: float = d.SIMILARITY_HIGH
     data_dir: str = ""
     """Data directory; empty means `CONTREACT_HOME` or `./runs`."""
     storage_url: str = ""
     """Database URL; empty means the SQLite file in the data directory."""
+    chat_model: Any = None
+    """A LangChain chat model to call instead of ChatOllama (the in-process test tier);
+    None, always outside tests: ChatOllama for `model` at `ollama_host`."""
 
     @cached_property
     def storage(self) -> Storage:

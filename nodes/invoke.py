@@ -91,7 +91,9 @@ def new_since_last_call(prompt: Sequence[BaseMessage], step: int) -> list[BaseMe
 
 
 def _call_model(ctx: Context, prompt: list[BaseMessage], with_tools: bool) -> dict[str, Any]:
-    client = chat_client(ctx.model, ctx.ollama_host, ctx.timeout_s, ctx.keep_alive, ctx.reasoning)
+    client = ctx.chat_model or chat_client(
+        ctx.model, ctx.ollama_host, ctx.timeout_s, ctx.keep_alive, ctx.reasoning
+    )
     runnable: Any = client.bind_tools(TOOL_SCHEMAS) if with_tools else client
 
     def once() -> dict[str, Any]:

@@ -1,0 +1,159 @@
+"""The in-process tier: the compiled graph, a scripted fake chat model, an in-memory saver.
+
+Fast node-level checks of the seams, in the manner of LangGraph's own prebuilt-agent tests:
+no stub server, no subprocess. The model is injected through `Context.chat_model`, the one
+seam a test may replace; everything else (nodes, journal, SQLite tables) is the real code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatResult
+from langgraph.checkpoint.memory import InMemorySaver
+
+from checkpoints.cycles import cycle_records
+from checkpoints.db import engine_for
+from contreact.config import parse_config
+from graph.state import Context, fresh_cycle
+from graph.wiring import builder
+from tools.memory import ToolSession, memory_snapshot, search_memory_keys, write_memory
+
+
+class ScriptedChat(GenericFakeChatModel):
+    """A fake chat model that answers from a list and remembers every prompt it was sent."""
+
+    prompts: list[list[BaseMessage]] = []
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChat:  # type: ignore[override]
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.prompts.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+def model(*answers: AIMessage | str) -> ScriptedChat:
+    script: Iterator[AIMessage] = iter(
+        a if isinstance(a, AIMessage) else AIMessage(content=a) for a in answers
+    )
+    return ScriptedChat(messages=script, prompts=[])
+
+
+def tool(name: str, **args: str) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "x"}])
+
+
+def context(tmp_path: Path, chat: ScriptedChat) -> Context:
+    return Context(model="fake", chat_model=chat, data_dir=str(tmp_path / "runs"))
+
+
+def start(run_id: str, cycles: int) -> dict[str, Any]:
+    return {**fresh_cycle(1), "run_id": run_id, "last_cycle": cycles}
+
+
+def system_of(prompt: list[BaseMessage]) -> str:
+    return str(prompt[0].content)
+
+
+def test_every_earlier_reflection_is_in_the_prompt_and_an_advisory_lasts_one_cycle(
+    tmp_path: Path,
+) -> None:
+    same = "The tides rise and fall with the moon, and I watched them rise and fall."
+    chat = model(same, same, "Quantum chess openings differ entirely from classical ones.", "ok")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    ctx = context(tmp_path, chat)
+    thread = {"configurable": {"thread_id": "t-prompt"}}
+    final = graph.invoke(start("prompt", 4), thread, context=ctx)
+    assert final["status"] == "completed"
+    assert len(chat.prompts) == 4
+    last = system_of(chat.prompts[3])
+    for cycle, note in enumerate([same, same], start=1):
+        assert f"Cycle {cycle}: {note}" in last
+    assert "Cycle 3: Quantum chess" in last
+    records = cycle_records(engine_for(ctx.storage), "prompt")
+    advisory = records[1].advisory
+    assert advisory, "two identical reflections must leave an advisory"
+    assert advisory in system_of(chat.prompts[2])
+    assert records[2].advisory is None
+    assert advisory not in last, "the advisory must not outlive the cycle after it"
+
+
+def test_time_travel_with_an_edit_calls_the_model_and_keeps_the_original(tmp_path: Path) -> None:
+    first = model(
+        tool("write", key="plan", value="plan one"),
+        "Note one.",
+        tool("write", key="plan", value="plan two"),
+        "Note two.",
+    )
+    saver = InMemorySaver()
+    graph = builder.compile(checkpointer=saver)
+    ctx = context(tmp_path, first)
+    thread: Any = {"configurable": {"thread_id": "t-travel"}}
+    graph.invoke(start("travel", 2), thread, context=ctx)
+    engine = engine_for(ctx.storage)
+    original = (memory_snapshot(engine, "travel"), graph.get_state(thread).values)
+    (cycle_2,) = [
+        s
+        for s in graph.get_state_history(thread)
+        if s.values.get("cycle") == 2 and not s.values.get("messages") and s.next
+    ]
+    edited = graph.update_state(cycle_2.config, {"advisory": "Edited."}, as_node="reflect")
+    second = model(tool("read", key="plan"), "Another note two.")
+    final = graph.invoke(None, edited, context=dataclasses.replace(ctx, chat_model=second))
+
+    assert len(second.prompts) == 2, "the branch's steps must call the model afresh"
+    assert "Edited." in system_of(second.prompts[0])
+    assert second.prompts[1][-1].content == "plan one", "memory as of the fork point"
+    assert final["lineage"] and final["status"] == "completed"
+    branch = f"travel@{final['lineage']}"
+    assert [r.reflection for r in cycle_records(engine, branch)] == [
+        "Note one.",
+        "Another note two.",
+    ]
+    assert memory_snapshot(engine, branch) == {"plan": "plan one"}
+    # The original branch is untouched.
+    assert memory_snapshot(engine, "travel") == original[0] == {"plan": "plan two"}
+    assert [r.reflection for r in cycle_records(engine, "travel")] == ["Note one.", "Note two."]
+    assert graph.get_state(thread).values["lineage"] == final["lineage"]
+    # A crash replay from the branch's fork point keeps the lineage (minted from the checkpoint).
+    from checkpoints.lineage import mint
+
+    assert final["lineage"] == mint("t-travel", edited["configurable"]["checkpoint_id"])
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("_", "1 keys contain '_': a_b"),
+        ("%", "1 keys contain '%': a%b"),
+        ("notes", "1 keys contain 'notes': notes"),
+        (".*", "No keys contain '.*'."),
+    ],
+)
+def test_pattern_search_is_a_literal_case_sensitive_substring(
+    tmp_path: Path, pattern: str, expected: str
+) -> None:
+    """`%`, `_` and regex characters are literal; `notes` does not match `Notes` (SPEC §5)."""
+    engine = engine_for(Context(data_dir=str(tmp_path / "runs")).storage)
+    with engine.begin() as conn:
+        session = ToolSession(run_id="search", conn=conn)
+        for key in ("notes", "Notes", "a_b", "a%b", "axb", "aXb"):
+            write_memory(session, key, "v")
+        assert search_memory_keys(session, pattern) == expected
+
+
+def test_studio_context_defaults_are_the_configs() -> None:
+    """A run started in Studio (Context defaults) behaves like one from a minimal config."""
+    derived = parse_config({"run_id": "x", "model": "llama3.1:8b"}, "test").to_context()
+    defaults = Context()
+    place = {"data_dir", "storage_url", "ollama_host", "chat_model"}
+    for field in dataclasses.fields(Context):
+        if field.name not in place:
+            assert getattr(defaults, field.name) == getattr(derived, field.name), field.name
