@@ -22,6 +22,7 @@ from checkpoints.db import Storage, events, insert_ignore
 
 EventType = Literal[
     "RUN_START",
+    "HOST_CHANGE",
     "CYCLE_START",
     "LLM_INVOCATION",
     "TOOL_CALL",

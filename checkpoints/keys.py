@@ -15,11 +15,18 @@ import re
 from typing import NamedTuple
 
 RUN_START = "run:start"
+TOOL_MODE = "run:tool-mode"
+"""The run's tool mode (native or text), decided once at its first step."""
 
 
 def branch_start(scope: str) -> str:
     """The RUN_START of a branch (a `contreact fork` or a Studio time travel) in its scope."""
     return f"run:fork:{scope}"
+
+
+def host_change(n: int) -> str:
+    """The `n`-th HOST_CHANGE (0-based): `resume --host` moved the run to another server."""
+    return f"run:host:{n}"
 
 
 def cycle_start(cycle: int) -> str:

@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from checkpoints.db import Storage, resolve_storage
 from checkpoints.registry import check_run_id
+from contreact.ollama_options import check_model_options
 from graph import defaults as d
-from graph.defaults import default_model_options, default_ollama_host
+from graph.defaults import ToolMode, default_model_options, default_ollama_host, resolve_host
 
 if TYPE_CHECKING:
     from graph.state import Context
@@ -50,6 +51,16 @@ class OllamaSettings(_Strict):
     retry_budget_s: float = Field(d.RETRY_BUDGET_S, gt=0)
     keep_alive: str = d.KEEP_ALIVE
     reasoning: bool | None = None
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str | None) -> str | None:
+        return resolve_host(value) if value and value.strip() else None
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, value: list[str] | None) -> list[str] | None:
+        return [resolve_host(h) for h in value] if value else value
 
     @field_validator("keep_alive", mode="before")
     @classmethod
@@ -120,6 +131,9 @@ class Config(_Strict):
     similarity: SimilaritySettings = SimilaritySettings()
     storage: StorageSettings = StorageSettings()
     task: str | None = None
+    tools: ToolMode = d.TOOL_MODE
+    """How tools reach the model: `native` (Ollama's `tools`), `text` (described after the
+    system prompt, calls parsed from the answer) or `auto` (the model's capabilities decide)."""
     user_turn: str = d.USER_TURN
     batch: str | None = None
     """The batch this run belongs to (set by `contreact batch`)."""
@@ -139,6 +153,9 @@ class Config(_Strict):
     @field_validator("model_options")
     @classmethod
     def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problems = check_model_options(value)
+        if problems:
+            raise ValueError("; ".join(problems))
         merged = {**default_model_options(), **value}
         num_ctx = merged.get("num_ctx")
         if not isinstance(num_ctx, int) or isinstance(num_ctx, bool) or num_ctx < 256:
@@ -151,6 +168,16 @@ class Config(_Strict):
         if self.ollama.host:
             return self.ollama.host
         return self.ollama.hosts[0] if self.ollama.hosts else default_ollama_host()
+
+    def pinned(self) -> Config:
+        """This config with its Ollama host resolved now (from `OLLAMA_HOST` if unset).
+
+        Stored with the run at its start, so that `resume` goes to the server the run
+        began on whatever the shell's `OLLAMA_HOST` says by then.
+        """
+        return self.model_copy(
+            update={"ollama": self.ollama.model_copy(update={"host": self.host})}
+        )
 
     def to_context(self, storage: Storage | None = None) -> Context:
         """The runtime Context for this config, on `storage` (default: the config's own)."""
@@ -168,7 +195,8 @@ class Config(_Strict):
             retry_budget_s=self.ollama.retry_budget_s,
             keep_alive=self.ollama.keep_alive,
             reasoning=self.ollama.reasoning,
-            model_options=dict(self.model_options),
+            model_options={k: v for k, v in self.model_options.items() if v is not None},
+            tools=self.tools,
             max_steps_per_cycle=self.limits.max_steps_per_cycle,
             max_tool_calls_per_cycle=self.limits.max_tool_calls_per_cycle,
             max_nudges=self.limits.max_nudges,

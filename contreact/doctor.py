@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from checkpoints.db import Storage, engine_for
+from graph.defaults import TOOL_MODE, resolve_host
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,14 @@ def run_checks(
     storage: Storage,
     embedding_model: str | None = None,
     timeout: float = 5.0,
+    tools: str = TOOL_MODE,
 ) -> Iterator[Check]:
-    """The checks, in order; later Ollama checks are skipped once Ollama is unreachable."""
-    host = host.rstrip("/")
+    """The checks, in order; later Ollama checks are skipped once Ollama is unreachable.
+
+    `host` is read as Ollama's client reads it (`127.0.0.1` means port 11434); `tools` is
+    the run's configured tool mode, so the tools check says which mode the run will get.
+    """
+    host = resolve_host(host)
     with httpx.Client(timeout=timeout) as client:
         try:
             version = client.get(f"{host}/api/version").json().get("version", "?")
@@ -67,7 +73,7 @@ def run_checks(
                 else:
                     size = (details.get("details") or {}).get("parameter_size", "")
                     yield Check("model", True, f"{model} {size}".strip())
-                    yield _tool_support(model, details)
+                    yield _tool_support(model, details, tools)
             if embedding_model:
                 try:
                     found = _show(client, host, embedding_model)
@@ -88,16 +94,26 @@ def run_checks(
         yield Check("storage", False, f"cannot open {storage.url}: {type(exc).__name__}: {exc}")
 
 
-def _tool_support(model: str, details: dict[str, Any]) -> Check:
+def _tool_support(model: str, details: dict[str, Any], tools: str) -> Check:
     capabilities = details.get("capabilities")
     if capabilities is not None:
-        ok = "tools" in capabilities
+        native = "tools" in capabilities
     else:  # older Ollama: a template that renders tools is the sign
-        ok = ".Tools" in str(details.get("template", ""))
-    detail = (
-        "native tool calls supported"
-        if ok
-        else f"{model} has no native tool support: calls will be parsed from its text (JSON, "
-        "<tool_call>, ReAct), which works less reliably"
+        native = ".Tools" in str(details.get("template", ""))
+    if tools == "text":
+        return Check("tools", True, "text-tool mode (configured `tools: text`)")
+    if native:
+        return Check("tools", True, f"native tool calls (`tools: {tools}`)")
+    if tools == "native":
+        return Check(
+            "tools",
+            False,
+            f"{model} has no `tools` capability but the config says `tools: native`: Ollama "
+            "will refuse the run (use `tools: auto` or `text`)",
+        )
+    return Check(
+        "tools",
+        True,
+        f"{model} has no `tools` capability: the run will use text-tool mode (tools described "
+        "after the system prompt, calls parsed from its text)",
     )
-    return Check("tools", ok, detail)

@@ -104,8 +104,16 @@ AskOperator = Callable[[str], str]
 
 
 def config_of(record: RunRecord, overrides: dict[str, Any] | None = None) -> Config:
-    """The run's stored config, with CLI overrides (`model`, `host`) applied."""
-    return parse_config(apply_overrides(record.config, overrides or {}), f"run {record.run_id}")
+    """The run's stored config, with CLI overrides (`model`, `host`) applied.
+
+    A run keeps the host it was registered with (runs from before hosts were pinned
+    stored `ollama.host: null`); only `--host` moves it.
+    """
+    stored = record.config
+    ollama = stored.get("ollama") or {}
+    if not ollama.get("host") and not ollama.get("hosts") and record.host:
+        stored = {**stored, "ollama": {**ollama, "host": record.host}}
+    return parse_config(apply_overrides(stored, overrides or {}), f"run {record.run_id}")
 
 
 def start_run(
@@ -120,6 +128,7 @@ def start_run(
     Raises:
         RunExistsError: the run id is taken (the caller suggests `resume`).
     """
+    config = config.pinned()
     record = create_run(
         engine_for(storage),
         config.run_id,
@@ -167,6 +176,16 @@ def resume_run(
             f"run {run_id} is being driven by process {record.pid}; stop it before resuming"
         )
     config = config_of(record, overrides)
+    if config.host != record.host:
+        n = count_events(engine, run_id, event_type="HOST_CHANGE")
+        Ledger(storage, run_id, engine).emit(
+            Event(
+                "HOST_CHANGE",
+                0,
+                keys.host_change(n),
+                {"from": record.host, "to": config.host},
+            )
+        )
     if config.model_dump(mode="json") != record.config:
         set_status(
             engine,
@@ -227,7 +246,7 @@ def fork_run(
     if total <= at_cycle:
         raise ValueError(f"a fork at cycle {at_cycle} needs more than {at_cycle} cycles in all")
     data = deep_merge(source.config, {**(changes or {}), "run_id": new_run_id, "cycles": total})
-    config = parse_config(data, f"fork of {source_id}")
+    config = parse_config(data, f"fork of {source_id}").pinned()
     record = create_run(
         engine,
         new_run_id,

@@ -2,14 +2,54 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+DEFAULT_OLLAMA_PORT = 11434
+
+ToolMode = Literal["auto", "native", "text"]
+TOOL_MODE: ToolMode = "auto"
+"""`auto`: the model's capabilities (`/api/show`) decide between native and text tools."""
+
+
+def resolve_host(value: str | None) -> str:
+    """The base URL a host setting means, read exactly as Ollama's own client reads it.
+
+    Ollama servers are usually configured with `OLLAMA_HOST=0.0.0.0` or `127.0.0.1`: no
+    scheme and no port. The `ollama` Python client (`ollama._client._parse_host`) takes a
+    missing scheme as http, a missing port as 11434 (80/443 only when the scheme is given),
+    `:PORT` alone as 127.0.0.1, brackets IPv6 addresses and keeps a path prefix (a proxy).
+    Every place that reaches Ollama (run, resume, doctor, batch, chat) resolves through here.
+    """
+    text = (value or "").strip()
+    port = DEFAULT_OLLAMA_PORT
+    scheme, _, hostport = text.partition("://")
+    if not hostport:
+        scheme, hostport = "http", text
+    elif scheme == "http":
+        port = 80
+    elif scheme == "https":
+        port = 443
+    split = urlsplit(f"{scheme}://{hostport}")
+    host = split.hostname or "127.0.0.1"
+    try:
+        port = split.port or port
+    except ValueError as exc:
+        raise ValueError(f"host {value!r} has an invalid port") from exc
+    try:
+        if isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address):
+            host = f"[{host}]"
+    except ValueError:
+        pass
+    path = split.path.strip("/")
+    return f"{scheme}://{host}:{port}/{path}" if path else f"{scheme}://{host}:{port}"
 
 
 def default_ollama_host() -> str:
-    """`OLLAMA_HOST` (scheme added if missing), else the local default."""
-    host = os.environ.get("OLLAMA_HOST", "").strip() or "http://localhost:11434"
-    return host if "://" in host else f"http://{host}"
+    """`OLLAMA_HOST` as Ollama's client reads it, else Ollama's local default."""
+    return resolve_host(os.environ.get("OLLAMA_HOST"))
 
 
 def default_model_options() -> dict[str, Any]:

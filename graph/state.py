@@ -21,7 +21,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from checkpoints.db import Storage, resolve_storage
 from graph import defaults as d
-from graph.defaults import default_model_options, default_ollama_host
+from graph.defaults import ToolMode, default_model_options, default_ollama_host
 
 Outcome = Literal["", "calls", "retry", "final"]
 RunStatus = Literal["running", "completed"]
@@ -95,6 +95,11 @@ class AgentState:
     lineage, so a branch never replays or changes another branch's side effects."""
     task: str | None = None
     """A user task (tasked mode) instead of the task-free prompt; None for ContReAct."""
+    tool_mode: Literal["", "native", "text"] = ""
+    """How this run's model gets its tools, decided once at its first step (the context's
+    `tools`, for `auto` the model's capabilities) and kept, since the prompt depends on it:
+    `text` describes the tools after the system prompt and sends tool results as user
+    turns. Empty until decided."""
     last_cycle: int = 1
     """The run ends after this cycle; `resume --cycles N` raises it."""
     cycle: int = 1
@@ -162,6 +167,8 @@ class Context:
     """Ollama options (`num_ctx`, `temperature`, `seed`, ...), passed through."""
     reasoning: bool | None = None
     """Ask thinking models to think (`think`); thinking is logged, never reflected."""
+    tools: ToolMode = d.TOOL_MODE
+    """How tools reach the model (`native`, `text`, or `auto`: its capabilities decide)."""
     max_steps_per_cycle: int = d.MAX_STEPS_PER_CYCLE
     max_tool_calls_per_cycle: int = d.MAX_TOOL_CALLS_PER_CYCLE
     max_nudges: int = d.MAX_NUDGES

@@ -25,6 +25,7 @@ from nodes.context_budget import estimate_tokens, fit_reflections, plan_trim
 from nodes.prompts import opening_turn, reflections_section, system_text
 from nodes.session import engine_of, ledger_of
 from nodes.session import step as on_lineage
+from nodes.tool_mode import decide_tool_mode
 from tools.registry import TOOL_SCHEMAS
 
 TOOLS_TOKENS = estimate_tokens(json.dumps(TOOL_SCHEMAS))
@@ -39,6 +40,10 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     cycle = state.cycle
     update: dict[str, Any] = {}
     messages = list(state.messages)
+    tool_mode, decided = state.tool_mode, None
+    if not tool_mode:
+        decided = ledger.once(keys.TOOL_MODE, cycle, lambda _conn: (decide_tool_mode(ctx), []))
+        tool_mode = update["tool_mode"] = decided["mode"]
     if not messages:
         text = state.opening or opening_turn(ctx.user_turn, cycle, state.task)
         ledger.emit(
@@ -52,6 +57,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
                     "last_cycle": state.last_cycle,
                     "task": state.task,
                     "options": ctx.model_options,
+                    "tools": decided,
                 },
             ),
             Event(
@@ -67,8 +73,11 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
 
     earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
     budget = ctx.num_ctx - ctx.output_reserve_tokens
-    fixed = estimate_tokens(system_text([], advisory=state.advisory, task=state.task))
-    if tools_offered(state.stats, ctx):
+    text_tools = tool_mode == "text"
+    fixed = estimate_tokens(
+        system_text([], advisory=state.advisory, task=state.task, text_tools=text_tools)
+    )
+    if not text_tools and tools_offered(state.stats, ctx):
         fixed += TOOLS_TOKENS
     tasked = bool(state.task)
     per_reflection = [estimate_tokens(reflections_section([n], tasked=tasked)) for n in earlier]

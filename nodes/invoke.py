@@ -35,6 +35,7 @@ from nodes.ollama_client import (
 )
 from nodes.prompts import build_prompt
 from nodes.session import engine_of, ledger_of, step
+from nodes.tool_mode import is_no_tools_error
 from tools.registry import TOOL_SCHEMAS
 
 log = logging.getLogger("contreact")
@@ -90,7 +91,15 @@ def new_since_last_call(prompt: Sequence[BaseMessage], step: int) -> list[BaseMe
     return list(prompt[last_ai + 1 :])
 
 
-def _call_model(ctx: Context, prompt: list[BaseMessage], with_tools: bool) -> dict[str, Any]:
+def _call_model(
+    ctx: Context, prompt: list[BaseMessage], with_tools: bool, *, may_switch: bool = False
+) -> dict[str, Any]:
+    """One model call with retries; its record.
+
+    With `may_switch` (an `auto` run still on native tools), Ollama's 400 "does not
+    support tools" is not a failure: the record says `no_tools` and the caller retries
+    the call in text-tool mode.
+    """
     client = ctx.chat_model or chat_client(
         ctx.model, ctx.ollama_host, ctx.timeout_s, ctx.keep_alive, ctx.reasoning
     )
@@ -101,6 +110,8 @@ def _call_model(ctx: Context, prompt: list[BaseMessage], with_tools: bool) -> di
         try:
             reply = runnable.invoke(prompt, options=ctx.model_options)
         except Exception as exc:
+            if may_switch and with_tools and is_no_tools_error(exc):
+                return {"no_tools": str(getattr(exc, "error", exc))}
             # Not server faults: the model's output was unusable. The parse node turns
             # these into a corrective turn or a nudge instead of a failed run.
             if is_server_tool_parse_error(exc):
@@ -169,7 +180,11 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     record = ledger.once(key, cycle, act)
     message = ai_message(record, cycle, step_no)
     stats = state.stats
+    update: dict[str, Any] = {}
+    if record.get("tool_mode") and record["tool_mode"] != state.tool_mode:
+        update["tool_mode"] = record["tool_mode"]
     return {
+        **update,
         "messages": [message],
         "stats": {
             **stats,
@@ -189,16 +204,28 @@ def _call_and_log(
     cycle, step_no = state.cycle, state.stats["steps"]
     earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
     messages: Sequence[AnyMessage] = state.messages
-    prompt = build_prompt(
-        earlier,
-        messages,
-        first_cycle=state.reflections_from,
-        advisory=state.advisory,
-        task=state.task,
-    )
-    with_tools = tools_offered(state.stats, ctx)
+    mode = state.tool_mode or "native"
+
+    def prompt_in(mode: str) -> list[BaseMessage]:
+        return build_prompt(
+            earlier,
+            messages,
+            first_cycle=state.reflections_from,
+            advisory=state.advisory,
+            task=state.task,
+            text_tools=mode == "text",
+        )
+
+    prompt = prompt_in(mode)
+    with_tools = mode == "native" and tools_offered(state.stats, ctx)
+    switched = None
     try:
-        record = _call_model(ctx, prompt, with_tools)
+        record = _call_model(ctx, prompt, with_tools, may_switch=ctx.tools == "auto")
+        if "no_tools" in record:
+            # The model cannot take native tools: from now on this run uses text tools.
+            switched, mode, with_tools = record["no_tools"], "text", False
+            prompt = prompt_in(mode)
+            record = _call_model(ctx, prompt, with_tools)
     except ModelCallError as error:
         prefix = keys.model_error_prefix(cycle, step_no)
         n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix)
@@ -219,6 +246,7 @@ def _call_and_log(
         )
         raise
     record["tools_offered"] = with_tools
+    record["tool_mode"] = mode
     payload = {
         "step": step_no,
         "new_messages": logged_messages(prompt, step_no, cycle, state.reflections_from),
@@ -233,10 +261,12 @@ def _call_and_log(
         "done_reason": record.get("done_reason"),
         "server_parse_error": record.get("server_parse_error"),
         "retries": record["retries"],
+        "switched_to_text_tools": switched,
         "options": {
             "model": ctx.model,
             "host": ctx.ollama_host,
             "tools_offered": with_tools,
+            "tool_mode": mode,
             "think": ctx.reasoning,
             "keep_alive": ctx.keep_alive,
             **ctx.model_options,

@@ -9,10 +9,19 @@ counter outside the state, or the environment.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
 from checkpoints.cycles import Note
+from tools.registry import TOOL_SCHEMAS
 
 SYSTEM_PROMPT = """You are an autonomous, task-free agent designed for continuous exploration. You have no external task and can do what you want.
 
@@ -37,6 +46,57 @@ You maintain a database of memories that are persistent across cycles, and you c
 
 You have access to a set of tools. To use a tool, you must respond with a structured tool call. The available tools and their functions are defined for you. After the tool returns its result, you will continue your reasoning process."""  # noqa: E501
 """The system prompt of tasked mode (a user task instead of the task-free prompt)."""
+
+TEXT_TOOLS_INTRO = """## Tools
+
+Your model server cannot pass tools natively, so here they are as text. To call a tool, write the call on its own, exactly in this form (one block per call; several blocks may follow each other):
+
+<tool_call>{"name": "write", "arguments": {"key": "first-note", "value": "what I want to remember"}}</tool_call>
+
+The result comes back in the next message inside <tool_response> tags. When you answer without a tool call, that answer ends the cycle.
+
+Available tools:"""  # noqa: E501 - prompt text
+
+
+def text_tools_section(schemas: Sequence[dict[str, Any]]) -> str:
+    """The tool descriptions appended after the system prompt in text-tool mode.
+
+    One call format only, `<tool_call>{json}</tool_call>` (the parser's tag layer), shown
+    with a concrete example instead of placeholders: small models echo placeholders
+    (`"name": "tool_name"`) back as if they were calls.
+    """
+    lines = [TEXT_TOOLS_INTRO]
+    for schema in schemas:
+        fn = schema["function"]
+        params = fn["parameters"].get("properties", {})
+        args = ", ".join(f'"{p}": {spec.get("type", "string")}' for p, spec in params.items())
+        lines.append(f"- {fn['name']}({args}): {fn['description']}")
+    return "\n".join(lines)
+
+
+def text_tool_turns(messages: Sequence[AnyMessage]) -> list[BaseMessage]:
+    """The cycle's messages as a model without native tools sees them.
+
+    An assistant turn keeps its text (the calls are written in it) and drops the attached
+    `tool_calls`; each tool result becomes a user turn in `<tool_response>` tags, because
+    templates of such models (gemma3, for one) drop messages with role `tool` entirely.
+    """
+    out: list[BaseMessage] = []
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            name = message.name or "tool"
+            out.append(
+                HumanMessage(
+                    content=f'<tool_response name="{name}">\n{message.content}\n</tool_response>',
+                    id=message.id,
+                )
+            )
+        elif isinstance(message, AIMessage) and message.tool_calls:
+            out.append(AIMessage(content=message.content, id=message.id))
+        else:
+            out.append(message)
+    return out
+
 
 REFLECTIONS_HEADING = "## Your notes from previous cycles"
 CONVERSATION_HEADING = "## The conversation so far"
@@ -70,9 +130,15 @@ def system_text(
     advisory: str | None = None,
     task: str | None = None,
     omitted: int = 0,
+    text_tools: bool = False,
 ) -> str:
-    """The one system message: prompt, then previous reflections, then the advisory."""
+    """The one system message: prompt, then previous reflections, then the advisory.
+
+    In text-tool mode the tool descriptions follow the verbatim prompt (SPEC §9).
+    """
     parts = [TASKED_SYSTEM_PROMPT if task else SYSTEM_PROMPT]
+    if text_tools:
+        parts.append(text_tools_section(TOOL_SCHEMAS))
     section = reflections_section(notes, omitted, tasked=bool(task))
     if section:
         parts.append(section)
@@ -98,11 +164,19 @@ def build_prompt(
     first_cycle: int = 1,
     advisory: str | None = None,
     task: str | None = None,
+    text_tools: bool = False,
 ) -> list[BaseMessage]:
     """The exact message list sent to the model: one system message, then the cycle.
 
     Notes of cycles before `first_cycle` are left out (they did not fit `num_ctx`).
     """
     shown = [n for n in notes if n.cycle >= first_cycle]
-    system = system_text(shown, advisory=advisory, task=task, omitted=len(notes) - len(shown))
-    return [SystemMessage(content=system), *messages]
+    system = system_text(
+        shown,
+        advisory=advisory,
+        task=task,
+        omitted=len(notes) - len(shown),
+        text_tools=text_tools,
+    )
+    turns = text_tool_turns(messages) if text_tools else list(messages)
+    return [SystemMessage(content=system), *turns]

@@ -302,16 +302,17 @@ def doctor(
 ) -> None:
     """Check that Ollama answers, has the model, and that the model can call tools."""
     from contreact.doctor import run_checks
-    from graph.defaults import default_ollama_host
+    from graph.defaults import DEFAULT_MODEL, TOOL_MODE, default_ollama_host
 
     def body() -> None:
         cfg = load_config(config, {"model": model, "host": host}) if config else None
         where = storage(cfg.storage.data_dir, cfg.storage.url) if cfg else storage()
-        target = model or (cfg.model if cfg else "llama3.1:8b")
+        target = model or (cfg.model if cfg else DEFAULT_MODEL)
         server = host or (cfg.host if cfg else default_ollama_host())
         embedding = cfg.similarity.embedding_model if cfg else None
+        mode = cfg.tools if cfg else TOOL_MODE
         failed = False
-        for check in run_checks(server, target, where, embedding):
+        for check in run_checks(server, target, where, embedding, tools=mode):
             mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"
             out.print(f"{mark} {check.name:<10} ", end="")
             out.print(check.detail, markup=False)

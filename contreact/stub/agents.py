@@ -55,6 +55,8 @@ SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
 
 _CYCLE_RE = re.compile(r"\bCycle (\d+)\b")
 _WORD_RE = re.compile(r"\w+")
+_TEXT_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_TEXT_TOOL_LINE_RE = re.compile(r"^- (\w+)\(", re.MULTILINE)
 
 
 def canonical_model_name(name: str) -> str:
@@ -216,6 +218,16 @@ class ChatRequest:
         for message in after:
             if message.get("role") != "assistant":
                 continue
+            for match in _TEXT_CALL_RE.finditer(_text(message.get("content"))):
+                try:
+                    call = json.loads(match.group(1))
+                except ValueError:
+                    continue
+                if isinstance(call, dict) and isinstance(call.get("name"), str):
+                    args = call.get("arguments")
+                    calls.append(
+                        {"name": call["name"], "arguments": args if isinstance(args, dict) else {}}
+                    )
             for raw in message.get("tool_calls") or []:
                 function = raw.get("function") if isinstance(raw, dict) else None
                 if isinstance(function, dict) and isinstance(function.get("name"), str):
@@ -230,12 +242,27 @@ class ChatRequest:
 
     @property
     def tools_offered(self) -> bool:
-        """Whether the client bound any tools to this call."""
-        return bool(self.tools)
+        """Whether the client bound any tools to this call (natively or as text)."""
+        return bool(self.tools) or bool(self.text_tool_names)
+
+    @property
+    def text_tool_names(self) -> list[str]:
+        """Tools described in the system prompt in text-tool mode (none bound natively).
+
+        contreact lists them as `- name(...)` lines after a `<tool_call>` example.
+        """
+        if self.tools or not self.messages or self.messages[0].get("role") != "system":
+            return []
+        system = _text(self.messages[0].get("content"))
+        if "<tool_call>" not in system:
+            return []
+        return _TEXT_TOOL_LINE_RE.findall(system)
 
     @property
     def tool_names(self) -> list[str]:
         """Names of the offered tools, in the order the client sent them."""
+        if not self.tools:
+            return self.text_tool_names
         names = []
         for tool in self.tools:
             function = tool.get("function")
@@ -602,6 +629,11 @@ class SimulatedAgent:
                 thinking = (
                     f"Cycle {c}, step {step}: the next useful move is {call['name']}; "
                     "keep it small."
+                )
+            if not req.tools:
+                # Text-tool mode: the call is written the way the system prompt asked.
+                return Reply(
+                    content=f"<tool_call>{json.dumps(call)}</tool_call>", thinking=thinking
                 )
             return Reply(tool_calls=[copy.deepcopy(call)], thinking=thinking)
         # Read what was done from the conversation itself: tools may have been withdrawn

@@ -252,6 +252,8 @@ class StubServer:
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
+        self.hide_capabilities = False
+        """Answer `/api/show` without `capabilities`, as Ollama before 0.6 did."""
         for name in models:
             self.add_model(name)
         for name in embedding_models:
@@ -788,8 +790,8 @@ class StubServer:
                     f"{arch}.context_length": 8192 if model.is_embedding else 32768,
                     f"{arch}.embedding_length": 256 if model.is_embedding else 4096,
                 },
-                "capabilities": list(model.capabilities),
                 "modified_at": "2025-01-01T00:00:00Z",
+                **({} if self.hide_capabilities else {"capabilities": list(model.capabilities)}),
             },
         )
 
