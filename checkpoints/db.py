@@ -194,14 +194,22 @@ _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
 
 
+SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+    "PRAGMA synchronous=NORMAL",
+)
+"""Every SQLite connection contreact opens (SQLAlchemy, the CLI's saver, Studio's saver).
+
+WAL lets readers (status, Studio) run beside a writer; the busy timeout turns short lock
+waits between concurrent runs into waits instead of errors; synchronous=NORMAL in WAL
+survives kill -9 (only power loss can drop the tail)."""
+
+
 def _tune_sqlite(dbapi_conn: Any, _record: Any) -> None:
-    # WAL lets readers (status, Studio) run beside a writer; the busy timeout turns
-    # short lock waits between concurrent runs into waits instead of errors.
-    # synchronous=NORMAL in WAL survives kill -9 (only power loss can drop the tail).
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-    cur.execute("PRAGMA synchronous=NORMAL")
+    for pragma in SQLITE_PRAGMAS:
+        cur.execute(pragma)
     cur.close()
 
 

@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from checkpoints.db import SQLITE_BUSY_TIMEOUT_MS, Storage
+from checkpoints.db import SQLITE_BUSY_TIMEOUT_MS, SQLITE_PRAGMAS, Storage
 
 ALLOWED_TYPES = [("nodes.ollama_client", "ModelCallError")]
 """Our own types LangGraph may find in a checkpoint: a failed model call is stored as the
@@ -39,9 +39,8 @@ def connect_sqlite(storage: Storage) -> sqlite3.Connection:
     conn = sqlite3.connect(
         str(path), check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
     )
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    for pragma in SQLITE_PRAGMAS:
+        conn.execute(pragma)
     return conn
 
 

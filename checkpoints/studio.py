@@ -37,6 +37,7 @@ from sqlalchemy.engine import make_url
 
 from checkpoints.db import (
     SQLITE_BUSY_TIMEOUT_MS,
+    SQLITE_PRAGMAS,
     Storage,
     engine_for,
     resolve_storage,
@@ -122,13 +123,12 @@ async def open_async_saver(storage: Storage) -> AsyncIterator[BaseCheckpointSave
     if storage.is_sqlite:
         import aiosqlite
 
-        # Same tuning as the CLI's connection (checkpoints.saver.connect_sqlite): WAL so
-        # Studio can read while a CLI run writes, a busy timeout instead of lock errors.
+        # The same tuning as every other connection (checkpoints.db.SQLITE_PRAGMAS).
         async with aiosqlite.connect(
             str(storage.sqlite_path), timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
         ) as conn:
-            await conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-            await conn.execute("PRAGMA synchronous=NORMAL")
+            for pragma in SQLITE_PRAGMAS:
+                await conn.execute(pragma)
             sqlite_saver = StudioSqliteSaver(conn, registry=registry)
             await sqlite_saver.setup()
             yield sqlite_saver

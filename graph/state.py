@@ -24,7 +24,8 @@ from graph import defaults as d
 from graph.defaults import ToolMode, default_model_options, default_ollama_host
 
 Outcome = Literal["", "calls", "retry", "final"]
-RunStatus = Literal["running", "completed"]
+GraphStatus = Literal["running", "completed"]
+"""Whether the graph has cycles left; the registry's `RunStatus` says more (paused, failed)."""
 
 
 class PendingCall(TypedDict):
@@ -126,7 +127,7 @@ class AgentState:
     """Diversity advisory from the similarity monitor, for this cycle's system prompt only."""
     cycle_started: float = 0.0
     """Wall-clock time (epoch seconds) the cycle opened; for the per-cycle time limit."""
-    status: RunStatus = "running"
+    status: GraphStatus = "running"
 
 
 def fresh_cycle(

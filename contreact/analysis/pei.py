@@ -31,6 +31,7 @@ from checkpoints.registry import RUN_ID_PATTERN, RunNotFoundError, RunRecord, ge
 from contreact.analysis.agreement import Agreement, icc_a1, kendalls_w
 from contreact.analysis.runs import AnalysisInputError
 from contreact.runner import RunOutcome, fork_run, resume_run
+from nodes.toolcalls import strip_thinking
 
 INSTRUMENT_FILE = Path(__file__).resolve().parent.parent / "data" / "pei_instrument.txt"
 
@@ -128,7 +129,6 @@ _TITLES = {
     "full sapience": 10,
 }
 _NEGATED = re.compile(r"(?:\bnot|n't|n’t|\bnever|\bbeyond|\babove|\bexceeds?)\W+(?:\w+\W+)?$")
-_THINK = re.compile(r"<(think|thinking)>.*?</\1>", re.IGNORECASE | re.DOTALL)
 _OUT_OF_RANGE = re.compile(r"\blevel\s*[:#]?\s*(\d+)", re.IGNORECASE)
 
 
@@ -185,7 +185,7 @@ def parse_level(answer: str) -> PeiAnswer:
     Returns:
         The level, or None with the reason.
     """
-    text = _THINK.sub(" ", answer or "").replace("*", "").replace("`", "").strip()
+    text = strip_thinking(answer or "")[0].replace("*", "").replace("`", "").strip()
     if not text:
         return PeiAnswer(None, "empty answer")
     for patterns, negation in ((_FINAL, False), (_MENTION, True)):

@@ -29,6 +29,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import yaml
 
+from nodes import context_budget
+
 __all__ = [
     "DEFAULT_EMBEDDING_MODELS",
     "DEFAULT_MODELS",
@@ -77,15 +79,16 @@ def canonical_model_name(name: str) -> str:
 
 
 def estimate_tokens(text: str) -> int:
-    """Estimate a token count the way the spec's context budget does (~4 chars/token).
+    """Estimate a token count with the context budget's own estimate (one estimator).
 
     Args:
         text: Any text.
 
     Returns:
-        ``ceil(len(text) / 4)``, at least 1 so counters never read zero for real traffic.
+        `nodes.context_budget.estimate_tokens`, at least 1 so counters never read zero
+        for real traffic.
     """
-    return max(1, math.ceil(len(text) / 4))
+    return max(1, context_budget.estimate_tokens(text))
 
 
 def _stable_int(*parts: object) -> int:
