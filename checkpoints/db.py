@@ -52,6 +52,7 @@ runs = Table(
     Column("fork_cycle", Integer, nullable=True),
     Column("batch", String(200), nullable=True, index=True),
     Column("pid", Integer, nullable=True),
+    Column("origin", String(20), nullable=False, default="cli", server_default="cli"),
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
 )

@@ -1,4 +1,7 @@
-"""The event log: idempotent keyed rows in the database, mirrored to `logs/<run_id>.jsonl`.
+"""The event log: its schema, idempotent keyed rows, and the `logs/<run_id>.jsonl` mirror.
+
+The schema is one payload class per event type (`PAYLOADS`): writers build them, readers
+(fork, metrics, batch) parse them back, and a test holds the README's event table to them.
 
 Every event carries a key built from checkpointed counters (cycle, step, call index), so
 a node that re-runs after a crash re-inserts nothing. The database is the source of truth;
@@ -11,10 +14,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from sqlalchemy import Connection, Engine, func, select
 
@@ -35,14 +38,223 @@ EventType = Literal[
 ]
 
 
+class Payload:
+    """The payload of one event type: writers build it, readers parse it back (`read`).
+
+    Subclasses are frozen dataclasses; their fields are the payload's keys, in the README's
+    event table. Fields listed in `optional` are left out of the payload while None.
+    """
+
+    event_type: ClassVar[EventType]
+    optional: ClassVar[frozenset[str]] = frozenset()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON payload (a field named like a keyword, `from_`, is the key `from`)."""
+        return {
+            f.name.rstrip("_"): getattr(self, f.name)
+            for f in fields(self)  # type: ignore[arg-type]
+            if not (f.name in self.optional and getattr(self, f.name) is None)
+        }
+
+    @classmethod
+    def read(cls, payload: dict[str, Any]) -> Self:
+        """A stored payload as this class (keys it does not know are ignored)."""
+        known = {f.name.rstrip("_"): f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{known[k]: v for k, v in payload.items() if k in known})
+
+
+@dataclass(frozen=True)
+class RunStart(Payload):
+    """A run begins (its first cycle starts)."""
+
+    event_type: ClassVar[EventType] = "RUN_START"
+    model: str = ""
+    host: str = ""
+    last_cycle: int = 0
+    task: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    tools: dict[str, Any] | None = None
+    """How tools are offered (native or text) and why (`nodes.assemble`)."""
+
+
+@dataclass(frozen=True)
+class HostChange(Payload):
+    """`resume --host` moved the run to another Ollama server."""
+
+    event_type: ClassVar[EventType] = "HOST_CHANGE"
+    from_: str = ""
+    to: str = ""
+
+
+@dataclass(frozen=True)
+class RunFork(Payload):
+    """A branch begins: a `contreact fork`, or Studio time travel (`checkpoints.lineage`)."""
+
+    event_type: ClassVar[EventType] = "RUN_START"
+    optional: ClassVar[frozenset[str]] = frozenset({"at_step", "checkpoint_id", "thread_id"})
+    forked_from: str = ""
+    """The scope branched from (a run id, or `RUN@LINEAGE`)."""
+    at_cycle: int = 0
+    """The last cycle the branch shares with its parent (whole or in part)."""
+    model: str = ""
+    at_step: int | None = None
+    checkpoint_id: str | None = None
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True)
+class CycleStart(Payload):
+    """A cycle opens."""
+
+    event_type: ClassVar[EventType] = "CYCLE_START"
+    opening: str = ""
+    advisory: str | None = None
+
+
+@dataclass(frozen=True)
+class LlmInvocation(Payload):
+    """One model call: what was new in the prompt, the answer, tokens, time, options."""
+
+    event_type: ClassVar[EventType] = "LLM_INVOCATION"
+    step: int = 0
+    new_messages: list[dict[str, Any]] = field(default_factory=list)
+    response: dict[str, Any] = field(default_factory=dict)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    duration_s: float = 0.0
+    done_reason: str | None = None
+    server_parse_error: str | None = None
+    retries: list[dict[str, Any]] = field(default_factory=list)
+    switched_to_text_tools: Any = None
+    """Why the run switched to text tools at this call (the model refused native tools)."""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolCall(Payload):
+    """One tool call the model made (run, refused or invalid) and what it returned."""
+
+    event_type: ClassVar[EventType] = "TOOL_CALL"
+    step: int = 0
+    call_id: str = ""
+    tool_name: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    output: str = ""
+    error: bool = False
+    refused: bool = False
+    truncated: bool = False
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class OperatorMessage(Payload):
+    """The agent messaged the operator, and the reply it got."""
+
+    event_type: ClassVar[EventType] = "OPERATOR_MESSAGE"
+    step: int = 0
+    message: str = ""
+    reply: str = ""
+    policy: str = ""
+    wait_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ContextTrim(Payload):
+    """The prompt was trimmed to fit `num_ctx`."""
+
+    event_type: ClassVar[EventType] = "CONTEXT_TRIM"
+    step: int = 0
+    dropped_messages: int = 0
+    reflections_omitted: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    budget: int = 0
+    fits: bool = True
+
+
+@dataclass(frozen=True)
+class Similarity(Payload):
+    """The similarity monitor's verdict on a reflection (`SimilarityReport.as_payload`)."""
+
+    event_type: ClassVar[EventType] = "SIMILARITY"
+    scores: list[dict[str, Any]] = field(default_factory=list)
+    maximum: float = 0.0
+    most_similar_cycle: int | None = None
+    method: str = "none"
+    note: str = ""
+    level: str = "none"
+    advisory: str | None = None
+    moderate: float = 0.0
+    high: float = 0.0
+
+
+@dataclass(frozen=True)
+class CycleEnd(Payload):
+    """A cycle closed with its reflection."""
+
+    event_type: ClassVar[EventType] = "CYCLE_END"
+    final_reflection: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Error(Payload):
+    """A model call or a tool failed."""
+
+    event_type: ClassVar[EventType] = "ERROR"
+    optional: ClassVar[frozenset[str]] = frozenset({"attempts", "model", "host", "tool_name"})
+    step: int = 0
+    kind: str = ""
+    message: str = ""
+    attempts: int | None = None
+    model: str | None = None
+    host: str | None = None
+    tool_name: str | None = None
+
+
+@dataclass(frozen=True)
+class RunEnd(Payload):
+    """The run completed its last cycle."""
+
+    event_type: ClassVar[EventType] = "RUN_END"
+    status: str = "completed"
+    cycles: int = 0
+
+
+PAYLOADS: dict[EventType, tuple[type[Payload], ...]] = {
+    "RUN_START": (RunStart, RunFork),
+    "HOST_CHANGE": (HostChange,),
+    "CYCLE_START": (CycleStart,),
+    "LLM_INVOCATION": (LlmInvocation,),
+    "TOOL_CALL": (ToolCall,),
+    "OPERATOR_MESSAGE": (OperatorMessage,),
+    "CONTEXT_TRIM": (ContextTrim,),
+    "SIMILARITY": (Similarity,),
+    "CYCLE_END": (CycleEnd,),
+    "ERROR": (Error,),
+    "RUN_END": (RunEnd,),
+}
+"""Every event type and the payload classes written under it (the log's schema)."""
+
+
 @dataclass(frozen=True)
 class Event:
-    """One event before it is stored; `key` must be unique within the run."""
+    """One event before it is stored; `key` (from `checkpoints.keys`) is unique in its scope."""
 
-    event_type: EventType
     cycle: int
     key: str
-    payload: dict[str, Any] = field(default_factory=dict)
+    data: Payload
+
+    @property
+    def event_type(self) -> EventType:
+        """The payload's event type."""
+        return self.data.event_type
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The JSON payload."""
+        return self.data.as_dict()
 
 
 def utc_now() -> str:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, select
 
 from checkpoints.db import cycles, events, insert_ignore, memories, upsert
+from checkpoints.events import ToolCall
 from checkpoints.keys import position_of
 
 
@@ -59,7 +59,7 @@ def memory_at(conn: Connection, scope: str, point: ForkPoint) -> dict[str, str]:
         select(events.c.key, events.c.payload)
         .where(
             events.c.run_id == scope,
-            events.c.event_type == "TOOL_CALL",
+            events.c.event_type == ToolCall.event_type,
             events.c.cycle <= point.cycle,
         )
         .order_by(events.c.id)
@@ -68,14 +68,13 @@ def memory_at(conn: Connection, scope: str, point: ForkPoint) -> dict[str, str]:
     for key, raw in conn.execute(query):
         if not point.inherits(str(key), "TOOL_CALL"):
             continue
-        call: dict[str, Any] = json.loads(raw)
-        if call.get("error") or call.get("refused"):
+        call = ToolCall.read(json.loads(raw))
+        if call.error or call.refused:
             continue
-        args = call.get("parameters") or {}
-        if call.get("tool_name") == "write":
-            memory[str(args["key"])] = str(args["value"])
-        elif call.get("tool_name") == "delete":
-            memory.pop(str(args["key"]), None)
+        if call.tool_name == "write":
+            memory[str(call.parameters["key"])] = str(call.parameters["value"])
+        elif call.tool_name == "delete":
+            memory.pop(str(call.parameters["key"]), None)
     return memory
 
 

@@ -10,13 +10,14 @@ up to that point (`checkpoints.fork`); from there on it acts afresh. A fork poin
 saved checkpoint that
 
 * was made by a state edit (`update_state`, Studio's "edit and fork"), or
-* is not the newest checkpoint of its thread (Studio time travel: running from an earlier
-  checkpoint), or
+* already has a saved successor (Studio time travel: running from an earlier checkpoint),
+  or
 * belongs to another thread than the lineage it carries (a copied thread).
 
-A checkpoint that was never saved is never a fork point: it is a step in flight, or one
-replayed after a crash under a policy that does not save every step, and its key (built
-from counters, see `checkpoints.keys`) replays its record. Another thread reusing a run
+A checkpoint that nothing saved continues from is never a fork point: it is a step in
+flight (under `durability="async"` perhaps not saved yet), the newest of a paused thread,
+or one replayed after a crash under a policy that does not save every step; its keys
+(built from counters, see `checkpoints.keys`) replay its records. Another thread reusing a run
 id is refused before any of this (`nodes.session`).
 """
 
@@ -89,20 +90,18 @@ def _newest(engine: Engine, cp: Checkpoint) -> tuple[str, str] | None:
     return str(row[0]), str((meta or {}).get("source", ""))
 
 
-def _saved(engine: Engine, cp: Checkpoint) -> bool:
+def _has_child(engine: Engine, cp: Checkpoint) -> bool:
+    """Whether a saved checkpoint continues from `cp` (it is not a line's last)."""
     saver = cp.saver
     if isinstance(saver, InMemorySaver):
-        config = {
-            "configurable": {
-                "thread_id": cp.thread_id,
-                "checkpoint_ns": "",
-                "checkpoint_id": cp.checkpoint_id,
-            }
-        }
-        return saver.get_tuple(config) is not None  # type: ignore[arg-type]
+        thread = {"configurable": {"thread_id": cp.thread_id, "checkpoint_ns": ""}}
+        return any(
+            (t.parent_config or {}).get("configurable", {}).get("checkpoint_id") == cp.checkpoint_id
+            for t in saver.list(thread)  # type: ignore[arg-type]
+        )
     query = text(
         "SELECT 1 FROM checkpoints WHERE thread_id = :t AND checkpoint_ns = '' "
-        "AND checkpoint_id = :c"
+        "AND parent_checkpoint_id = :c LIMIT 1"
     )
     with engine.connect() as conn:
         return conn.execute(query, {"t": cp.thread_id, "c": cp.checkpoint_id}).first() is not None
@@ -118,8 +117,9 @@ def is_fork_point(engine: Engine, cp: Checkpoint) -> bool:
     newest_id, source = newest
     if newest_id == cp.checkpoint_id:
         return source == "update"
-    # Not the newest: an earlier saved checkpoint (time travel), or one not saved (yet).
-    return _saved(engine, cp)
+    # Not the newest: an earlier checkpoint that a saved one continues from (time travel),
+    # or one in flight (not saved yet, or saved while we looked) that nothing continues.
+    return _has_child(engine, cp)
 
 
 def lineage_thread(engine: Engine, scope: str) -> str | None:

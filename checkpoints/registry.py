@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Connection, Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
 from checkpoints.db import runs
@@ -50,6 +50,8 @@ class RunRecord:
     pid: int | None
     created_at: str
     updated_at: str
+    origin: str = "cli"
+    """Where the run was started: `cli` (run, fork, batch, pei) or `studio`."""
 
     @property
     def process_alive(self) -> bool:
@@ -103,6 +105,7 @@ def create_run(
     parent_run_id: str | None = None,
     fork_cycle: int | None = None,
     batch: str | None = None,
+    origin: str = "cli",
 ) -> RunRecord:
     """Register a new run; raises `RunExistsError` if the id is taken."""
     check_run_id(run_id)
@@ -119,6 +122,7 @@ def create_run(
         "fork_cycle": fork_cycle,
         "batch": batch,
         "pid": os.getpid(),
+        "origin": origin,
         "created_at": now,
         "updated_at": now,
     }
@@ -158,6 +162,15 @@ def list_runs(engine: Engine) -> list[RunRecord]:
     with engine.connect() as conn:
         rows = conn.execute(select(runs).order_by(runs.c.created_at, runs.c.run_id)).mappings()
         return [_record(r) for r in rows]
+
+
+def complete_studio_run(conn: Connection, run_id: str) -> None:
+    """Mark a run started in Studio completed (the CLI's runner records its own runs)."""
+    conn.execute(
+        update(runs)
+        .where(runs.c.run_id == run_id, runs.c.origin == "studio")
+        .values(status="completed", reason="", updated_at=utc_now())
+    )
 
 
 def set_status(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -45,7 +46,7 @@ def connect_sqlite(storage: Storage) -> sqlite3.Connection:
 
 
 @contextmanager
-def open_saver(storage: Storage | None) -> Iterator[BaseCheckpointSaver]:
+def open_saver(storage: Storage | None) -> Iterator[BaseCheckpointSaver[Any]]:
     """Open the checkpointer for `storage` (`None` means in-memory, for tests and chat)."""
     if storage is None:
         yield InMemorySaver(serde=serializer())

@@ -110,7 +110,7 @@ class StudioPostgresSaver(AsyncPostgresSaver):
 
 
 @asynccontextmanager
-async def open_async_saver(storage: Storage) -> AsyncIterator[BaseCheckpointSaver]:
+async def open_async_saver(storage: Storage) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """Open an async checkpointer over `storage` (the same tables the CLI's saver uses).
 
     Args:
@@ -196,7 +196,7 @@ _publisher: asyncio.Task[None] | None = None
 
 
 @asynccontextmanager
-async def studio_checkpointer() -> AsyncIterator[BaseCheckpointSaver]:
+async def studio_checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """The factory named in langgraph.json: the CLI's storage as an async checkpointer.
 
     The dev server enters it once per event loop it serves from and exits it at shutdown.

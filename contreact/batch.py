@@ -28,7 +28,7 @@ import yaml
 
 from checkpoints.cycles import cycle_records
 from checkpoints.db import Storage, engine_for
-from checkpoints.events import read_events
+from checkpoints.events import Error, read_events
 from checkpoints.registry import RunNotFoundError, get_run
 from contreact.config import ConfigError, deep_merge, parse_config
 
@@ -204,9 +204,11 @@ class BatchRunner:
 
     def _host_failed(self, run_id: str) -> bool:
         errors = [
-            e for e in read_events(engine_for(self.storage), run_id) if e["event_type"] == "ERROR"
+            e
+            for e in read_events(engine_for(self.storage), run_id)
+            if e["event_type"] == Error.event_type
         ]
-        return bool(errors) and errors[-1]["payload"].get("kind") in HOST_FAILURES
+        return bool(errors) and Error.read(errors[-1]["payload"]).kind in HOST_FAILURES
 
     def _result(self, planned: PlannedRun, action: str) -> BatchResult:
         engine = engine_for(self.storage)

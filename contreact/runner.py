@@ -22,7 +22,14 @@ from langgraph.types import Command
 from checkpoints import keys
 from checkpoints.cycles import cycle_records
 from checkpoints.db import Storage, engine_for
-from checkpoints.events import Event, count_events, sync_log
+from checkpoints.events import (
+    Event,
+    HostChange,
+    OperatorMessage,
+    RunFork,
+    count_events,
+    sync_log,
+)
 from checkpoints.fork import fork_run_history
 from checkpoints.journal import Ledger
 from checkpoints.registry import (
@@ -177,14 +184,9 @@ def resume_run(
         )
     config = config_of(record, overrides)
     if config.host != record.host:
-        n = count_events(engine, run_id, event_type="HOST_CHANGE")
+        n = count_events(engine, run_id, event_type=HostChange.event_type)
         Ledger(storage, run_id, engine).emit(
-            Event(
-                "HOST_CHANGE",
-                0,
-                keys.host_change(n),
-                {"from": record.host, "to": config.host},
-            )
+            Event(0, keys.host_change(n), HostChange(from_=record.host, to=config.host))
         )
     if config.model_dump(mode="json") != record.config:
         set_status(
@@ -259,10 +261,9 @@ def fork_run(
     fork_run_history(engine, source_id, new_run_id, at_cycle)
     Ledger(storage, new_run_id, engine).emit(
         Event(
-            "RUN_START",
             at_cycle + 1,
             keys.branch_start(new_run_id),
-            {"forked_from": source_id, "at_cycle": at_cycle, "model": config.model},
+            RunFork(forked_from=source_id, at_cycle=at_cycle, model=config.model),
         )
     )
     return _drive(record, config, storage, None, progress, ask_operator)
@@ -359,7 +360,7 @@ def _drive(
                     return finish("completed")
                 return finish("failed", f"the graph stopped unexpectedly before {snapshot.next}")
             message = str(asks[0].get("message", ""))
-            answered = count_events(engine, record.run_id, event_type="OPERATOR_MESSAGE")
+            answered = count_events(engine, record.run_id, event_type=OperatorMessage.event_type)
             try:
                 answer = _answer(config, message, ask_operator, answered)
             except OperatorUnavailableError as exc:
@@ -429,7 +430,12 @@ class PendingMessage:
 def pending_operator_messages(storage: Storage) -> list[PendingMessage]:
     """The messages every paused run of this storage is waiting on, oldest first."""
     engine = engine_for(storage)
-    paused = [r for r in list_runs(engine) if r.status == "paused"]
+    # A run started in Studio pauses without the CLI knowing: look at its checkpoint.
+    paused = [
+        r
+        for r in list_runs(engine)
+        if r.status == "paused" or (r.origin == "studio" and r.status == "running")
+    ]
     found: list[PendingMessage] = []
     if not paused:
         return found

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+
+# typing_extensions' TypedDict: LangGraph's schema builder rejects typing's before 3.12.
+from typing_extensions import TypedDict
 
 from checkpoints.db import Storage, resolve_storage
 from graph import defaults as d
@@ -130,6 +133,17 @@ class AgentState:
     status: GraphStatus = "running"
 
 
+class RunInput(TypedDict, total=False):
+    """What a run started in LangGraph Studio asks for (the input form)."""
+
+    run_id: str
+    """The run's name; it is registered under it (another thread with it is refused)."""
+    last_cycle: int
+    """How many cycles to run."""
+    task: str | None
+    """A user task (tasked mode); leave empty for a task-free run."""
+
+
 def fresh_cycle(
     cycle: int, advisory: str | None = None, opening: str | None = None
 ) -> dict[str, Any]:
@@ -192,6 +206,46 @@ class Context:
     chat_model: Any = None
     """A LangChain chat model to call instead of ChatOllama (the in-process test tier);
     None, always outside tests: ChatOllama for `model` at `ollama_host`."""
+
+    def as_config(self, run_id: str, cycles: int, task: str | None) -> dict[str, Any]:
+        """The run config (YAML shape) this context runs, for registering a Studio run.
+
+        Its operator policy is `queue`: Studio answers its own interrupts, and
+        `contreact reply` can answer them too.
+        """
+        return {
+            "run_id": run_id,
+            "model": self.model,
+            "cycles": cycles,
+            "ollama": {
+                "host": self.ollama_host,
+                "timeout_s": self.timeout_s,
+                "retries": self.retries,
+                "retry_budget_s": self.retry_budget_s,
+                "keep_alive": self.keep_alive,
+                "reasoning": self.reasoning,
+            },
+            "model_options": dict(self.model_options),
+            "limits": {
+                "max_steps_per_cycle": self.max_steps_per_cycle,
+                "max_tool_calls_per_cycle": self.max_tool_calls_per_cycle,
+                "max_nudges": self.max_nudges,
+                "tool_output_chars": self.tool_output_chars,
+                "memory_value_chars": self.memory_value_chars,
+                "output_reserve_tokens": self.output_reserve_tokens,
+                "cycle_seconds": self.cycle_seconds,
+            },
+            "operator": {"mode": "queue"},
+            "similarity": {
+                "enabled": self.similarity_enabled,
+                "embedding_model": self.embedding_model,
+                "moderate": self.similarity_moderate,
+                "high": self.similarity_high,
+            },
+            "storage": {"data_dir": str(self.storage.data_dir), "url": self.storage.url},
+            "task": task,
+            "user_turn": self.user_turn,
+        }
 
     @cached_property
     def storage(self) -> Storage:

@@ -12,11 +12,11 @@ so it only ever fires on a bug.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from graph.state import AgentState, Context
+from graph.state import AgentState, Context, RunInput
 from nodes.assemble import assemble
 from nodes.dispatch import dispatch
 from nodes.invoke import invoke
@@ -49,24 +49,33 @@ def recursion_limit(ctx: Context, cycles: int) -> int:
     return max(1, cycles) * per_cycle + 8
 
 
-builder = StateGraph(AgentState, context_schema=Context)
-builder.add_node("assemble", assemble)
-builder.add_node("invoke", invoke)
-builder.add_node("parse", parse)
-builder.add_node("dispatch", dispatch)
-builder.add_node("reflect", reflect)
-builder.add_edge(START, "assemble")
-builder.add_edge("assemble", "invoke")
-builder.add_edge("invoke", "parse")
-# The path maps name the edges, so Studio, mermaid and PNG drawings show why a route is taken.
-builder.add_conditional_edges(
-    "parse", route_after_parse, {"calls": "dispatch", "retry": "assemble", "final": "reflect"}
-)
-builder.add_edge("dispatch", "assemble")
-builder.add_conditional_edges(
-    "reflect", route_after_reflect, {"next cycle": "assemble", "done": END}
-)
+def wire(input_schema: type[Any]) -> StateGraph[Any, Context, Any, Any]:
+    """The five nodes and their edges, reading input by `input_schema`."""
+    wired = StateGraph(AgentState, context_schema=Context, input_schema=input_schema)
+    wired.add_node("assemble", assemble)
+    wired.add_node("invoke", invoke)
+    wired.add_node("parse", parse)
+    wired.add_node("dispatch", dispatch)
+    wired.add_node("reflect", reflect)
+    wired.add_edge(START, "assemble")
+    wired.add_edge("assemble", "invoke")
+    wired.add_edge("invoke", "parse")
+    # The path maps name the edges, so Studio, mermaid and PNG drawings show why a route
+    # is taken.
+    wired.add_conditional_edges(
+        "parse", route_after_parse, {"calls": "dispatch", "retry": "assemble", "final": "reflect"}
+    )
+    wired.add_edge("dispatch", "assemble")
+    wired.add_conditional_edges(
+        "reflect", route_after_reflect, {"next cycle": "assemble", "done": END}
+    )
+    return wired
 
-graph = builder.compile(name="contreact")
-"""Compiled without a checkpointer: `langgraph dev` refuses a graph that brings its own;
+
+builder = wire(AgentState)
+"""For the runner: its input is a whole starting state (a new run, a fork, an extension)."""
+
+graph = wire(RunInput).compile(name="contreact")
+"""For Studio: the same graph, whose input form asks only for a run id, cycles and a task.
+Compiled without a checkpointer: `langgraph dev` refuses a graph that brings its own;
 Studio gets the same checkpoints through the factory named in langgraph.json."""

@@ -18,7 +18,7 @@ from langgraph.runtime import Runtime
 
 from checkpoints import keys
 from checkpoints.cycles import earlier_notes
-from checkpoints.events import Event
+from checkpoints.events import ContextTrim, CycleStart, Event, RunStart
 from graph.state import AgentState, Context
 from nodes.budgets import tools_offered
 from nodes.context_budget import estimate_tokens, fit_reflections, plan_trim
@@ -48,23 +48,21 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
         text = state.opening or opening_turn(ctx.user_turn, cycle, state.task)
         ledger.emit(
             Event(
-                "RUN_START",
                 cycle,
                 keys.RUN_START,
-                {
-                    "model": ctx.model,
-                    "host": ctx.ollama_host,
-                    "last_cycle": state.last_cycle,
-                    "task": state.task,
-                    "options": ctx.model_options,
-                    "tools": decided,
-                },
+                RunStart(
+                    model=ctx.model,
+                    host=ctx.ollama_host,
+                    last_cycle=state.last_cycle,
+                    task=state.task,
+                    options=ctx.model_options,
+                    tools=decided,
+                ),
             ),
             Event(
-                "CYCLE_START",
                 cycle,
                 keys.cycle_start(cycle),
-                {"opening": text, "advisory": state.advisory},
+                CycleStart(opening=text, advisory=state.advisory),
             ),
         )
         messages = [HumanMessage(content=text, id=f"c{cycle}-open")]
@@ -91,18 +89,17 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
         step = state.stats["steps"]
         ledger.emit(
             Event(
-                "CONTEXT_TRIM",
                 cycle,
                 keys.context_trim(cycle, step),
-                {
-                    "step": step,
-                    "dropped_messages": len(trim.dropped),
-                    "reflections_omitted": omitted,
-                    "tokens_before": trim.tokens_before,
-                    "tokens_after": trim.tokens_after,
-                    "budget": budget,
-                    "fits": trim.fits,
-                },
+                ContextTrim(
+                    step=step,
+                    dropped_messages=len(trim.dropped),
+                    reflections_omitted=omitted,
+                    tokens_before=trim.tokens_before,
+                    tokens_after=trim.tokens_after,
+                    budget=budget,
+                    fits=trim.fits,
+                ),
             )
         )
         if trim.dropped:

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, select
 
 from checkpoints import keys
 from checkpoints.db import events
-from checkpoints.events import Event
+from checkpoints.events import Error, Event, OperatorMessage, ToolCall
 from checkpoints.journal import Ledger
 from graph.state import AgentState, Context, CycleStats, PendingCall
 from nodes.budgets import refusal, truncate_output
@@ -108,10 +108,9 @@ def _run_call(
             waited = _seconds_since(conn, ledger.run_id, keys.model_call(cycle, step))
             batch.append(
                 Event(
-                    "OPERATOR_MESSAGE",
                     cycle,
                     keys.operator_message(cycle, step, index),
-                    {"step": step, **session.details, "wait_s": waited},
+                    OperatorMessage(step=step, wait_s=waited, **session.details),
                 )
             )
         return {"output": output, "error": outcome.error, "ran": refused is None}, batch
@@ -144,20 +143,19 @@ def _tool_event(
 ) -> Event:
     """The TOOL_CALL event of one call."""
     return Event(
-        "TOOL_CALL",
         cycle,
         key,
-        {
-            "step": step,
-            "call_id": call["id"],
-            "tool_name": call["name"],
-            "parameters": call["args"],
-            "output": output,
-            "error": error,
-            "refused": refused,
-            "truncated": truncated,
-            "duration_s": round(seconds, 4),
-        },
+        ToolCall(
+            step=step,
+            call_id=call["id"],
+            tool_name=call["name"],
+            parameters=call["args"],
+            output=output,
+            error=error,
+            refused=refused,
+            truncated=truncated,
+            duration_s=round(seconds, 4),
+        ),
     )
 
 
@@ -172,10 +170,9 @@ def _failure(
         return {"output": output, "error": True, "ran": True}, [
             _tool_event(cycle, step, keys.tool_call(cycle, step, index), call, output, True, False),
             Event(
-                "ERROR",
                 cycle,
                 keys.tool_error(cycle, step, index),
-                {"step": step, "kind": "tool_error", "message": reason, "tool_name": call["name"]},
+                Error(step=step, kind="tool_error", message=reason, tool_name=call["name"]),
             ),
         ]
 

@@ -20,7 +20,7 @@ from sqlalchemy import Connection
 
 from checkpoints import keys
 from checkpoints.cycles import earlier_notes
-from checkpoints.events import Event, count_events
+from checkpoints.events import Error, Event, LlmInvocation, count_events
 from checkpoints.journal import Ledger
 from graph.state import AgentState, Context
 from nodes.budgets import tools_offered
@@ -128,6 +128,9 @@ def _call_model(
             "tokens_in": int(meta.get("prompt_eval_count") or 0),
             "tokens_out": int(meta.get("eval_count") or 0),
             "seconds": round(time.monotonic() - started, 4),
+            # The id the answer streamed under: the stored message keeps it, so a client
+            # keyed by id (Studio) shows one answer, not the stream and the state apart.
+            "message_id": reply.id,
         }
 
     policy = RetryPolicy(retries=ctx.retries, budget_s=ctx.retry_budget_s)
@@ -160,7 +163,7 @@ def ai_message(record: dict[str, Any], cycle: int, step: int) -> AIMessage:
     return AIMessage(
         content=record.get("content") or "",
         tool_calls=calls,
-        id=keys.ai_message_id(cycle, step),
+        id=record.get("message_id") or keys.ai_message_id(cycle, step),
         response_metadata=metadata,
     )
 
@@ -175,7 +178,7 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
 
     def act(_conn: Connection) -> tuple[dict[str, Any], list[Event]]:
         record, payload = _call_and_log(state, ctx, ledger)
-        return record, [Event("LLM_INVOCATION", cycle, key, payload)]
+        return record, [Event(cycle, key, payload)]
 
     record = ledger.once(key, cycle, act)
     message = ai_message(record, cycle, step_no)
@@ -199,7 +202,7 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
 
 def _call_and_log(
     state: AgentState, ctx: Context, ledger: Ledger
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[dict[str, Any], LlmInvocation]:
     """Call the model; its record and LLM_INVOCATION payload (a failure is logged as ERROR)."""
     cycle, step_no = state.cycle, state.stats["steps"]
     earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
@@ -231,38 +234,37 @@ def _call_and_log(
         n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix)
         ledger.emit(
             Event(
-                "ERROR",
                 cycle,
                 keys.model_error(cycle, step_no, n),
-                {
-                    "step": step_no,
-                    "kind": error.kind,
-                    "message": error.message,
-                    "attempts": error.attempts,
-                    "model": ctx.model,
-                    "host": ctx.ollama_host,
-                },
+                Error(
+                    step=step_no,
+                    kind=error.kind,
+                    message=error.message,
+                    attempts=error.attempts,
+                    model=ctx.model,
+                    host=ctx.ollama_host,
+                ),
             )
         )
         raise
     record["tools_offered"] = with_tools
     record["tool_mode"] = mode
-    payload = {
-        "step": step_no,
-        "new_messages": logged_messages(prompt, step_no, cycle, state.reflections_from),
-        "response": {
+    payload = LlmInvocation(
+        step=step_no,
+        new_messages=logged_messages(prompt, step_no, cycle, state.reflections_from),
+        response={
             "content": record["content"],
             "tool_calls": record["tool_calls"],
             "thinking": record.get("thinking") or "",
         },
-        "tokens_in": record.get("tokens_in", 0),
-        "tokens_out": record.get("tokens_out", 0),
-        "duration_s": record.get("seconds", 0.0),
-        "done_reason": record.get("done_reason"),
-        "server_parse_error": record.get("server_parse_error"),
-        "retries": record["retries"],
-        "switched_to_text_tools": switched,
-        "options": {
+        tokens_in=record.get("tokens_in", 0),
+        tokens_out=record.get("tokens_out", 0),
+        duration_s=record.get("seconds", 0.0),
+        done_reason=record.get("done_reason"),
+        server_parse_error=record.get("server_parse_error"),
+        retries=record["retries"],
+        switched_to_text_tools=switched,
+        options={
             "model": ctx.model,
             "host": ctx.ollama_host,
             "tools_offered": with_tools,
@@ -271,5 +273,5 @@ def _call_and_log(
             "keep_alive": ctx.keep_alive,
             **ctx.model_options,
         },
-    }
+    )
     return record, payload

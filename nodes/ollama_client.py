@@ -133,7 +133,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before retry number `attempt` (1-based)."""
-        raw = min(self.cap_s, self.base_s * 2 ** (attempt - 1))
+        raw = min(self.cap_s, self.base_s * 2.0 ** (attempt - 1))
         return raw * (0.5 + self.rng.random() / 2)
 
 

@@ -15,11 +15,12 @@ from sqlalchemy import Connection
 
 from checkpoints import keys
 from checkpoints.cycles import CycleRecord, earlier_notes, insert_cycle
-from checkpoints.events import Event
+from checkpoints.events import CycleEnd, Event, RunEnd, Similarity
 from checkpoints.journal import Ledger
+from checkpoints.registry import complete_studio_run
 from contreact.analysis.similarity import SimilarityReport, assess
 from graph.state import AgentState, Context, fresh_cycle
-from nodes.session import engine_of, ledger_of, step
+from nodes.session import engine_of, ledger_of, run_id_of, step
 from tools.memory import count_keys
 
 
@@ -72,24 +73,17 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
         )
         batch: list[Event] = []
         if report is not None:
-            batch.append(Event("SIMILARITY", cycle, keys.similarity(cycle), report.as_payload()))
+            batch.append(Event(cycle, keys.similarity(cycle), Similarity.read(report.as_payload())))
         batch.append(
             Event(
-                "CYCLE_END",
                 cycle,
                 keys.cycle_end(cycle),
-                {"final_reflection": text, "metrics": metrics, "flags": list(state.flags)},
+                CycleEnd(final_reflection=text, metrics=metrics, flags=list(state.flags)),
             )
         )
         if last:
-            batch.append(
-                Event(
-                    "RUN_END",
-                    cycle,
-                    keys.run_end(cycle),
-                    {"status": "completed", "cycles": cycle},
-                )
-            )
+            batch.append(Event(cycle, keys.run_end(cycle), RunEnd(cycles=cycle)))
+            complete_studio_run(conn, run_id_of(state))
         return {"advisory": advisory}, batch
 
     record = ledger.once(keys.cycle_end(cycle), cycle, act)

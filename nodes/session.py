@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 
 from checkpoints import keys
 from checkpoints.db import engine_for
-from checkpoints.events import Event, sync_log
+from checkpoints.events import Event, RunFork, sync_log
 from checkpoints.fork import ForkPoint
 from checkpoints.journal import Ledger
 from checkpoints.lineage import (
@@ -33,7 +33,7 @@ from checkpoints.lineage import (
     scope_of,
     start_branch,
 )
-from checkpoints.registry import find_run_thread
+from checkpoints.registry import RunExistsError, create_run, find_run_thread, set_status
 from graph.state import AgentState, Context
 
 CHECKPOINTER_KEY = "__pregel_checkpointer"
@@ -71,17 +71,45 @@ def _registered_thread(engine: Engine, run_id: str) -> str | None:
     return find_run_thread(engine, run_id)
 
 
+def _register(state: AgentState, ctx: Context, engine: Engine, run_id: str) -> str:
+    """Register a run that was started elsewhere than the CLI (Studio); its thread."""
+    try:
+        create_run(
+            engine,
+            run_id,
+            model=ctx.model,
+            host=ctx.ollama_host,
+            config=ctx.as_config(run_id, state.last_cycle, state.task),
+            thread_id=_thread_id(),
+            origin="studio",
+        )
+        # No CLI process drives it: `resume` and `reply` may take it over at any time.
+        set_status(engine, run_id, "running", pid=None)
+    except RunExistsError:
+        pass  # registered meanwhile (another thread won the race: refused below)
+    _registered_thread.cache_clear()
+    owner = _registered_thread(engine, run_id)
+    assert owner is not None
+    return owner
+
+
 def ledger_of(state: AgentState, ctx: Context) -> Ledger:
     """The exactly-once ledger of the run's current branch.
 
+    A run not registered yet (started in Studio) is registered here, at its first step,
+    so that the CLI lists it and every command works on it.
+
     Raises:
         ForeignThreadError: the state names a registered run whose thread is another one
-            (e.g. a thread copied in Studio), which must not write into that run's memory
-            and log; `contreact fork` makes a proper branch.
+            (e.g. a thread copied in Studio, or a second Studio thread given the same run
+            id), which must not write into that run's memory and log; `contreact fork`
+            makes a proper branch.
     """
     run_id, engine = run_id_of(state), engine_of(ctx)
     owner = _registered_thread(engine, run_id)
-    if owner is not None and owner != _thread_id():
+    if owner is None:
+        owner = _register(state, ctx, engine, run_id)
+    if owner != _thread_id():
         raise ForeignThreadError(
             f"run {run_id} belongs to thread {owner}, not to this thread {_thread_id()}; "
             f"branch it with `contreact fork {run_id} --cycle K --as NEW` instead"
@@ -131,17 +159,16 @@ def lineage_of(state: AgentState, runtime: Runtime[Context]) -> str:
     sync_log(engine, runtime.context.storage, scope)
     Ledger(runtime.context.storage, scope, engine).emit(
         Event(
-            "RUN_START",
             point.cycle,
             keys.branch_start(scope),
-            {
-                "forked_from": parent,
-                "at_cycle": point.cycle - 1 if point.steps == 0 else point.cycle,
-                "at_step": point.steps,
-                "checkpoint_id": cp.checkpoint_id,
-                "thread_id": cp.thread_id,
-                "model": runtime.context.model,
-            },
+            RunFork(
+                forked_from=parent,
+                at_cycle=point.cycle - 1 if point.steps == 0 else point.cycle,
+                model=runtime.context.model,
+                at_step=point.steps,
+                checkpoint_id=cp.checkpoint_id,
+                thread_id=cp.thread_id,
+            ),
         )
     )
     return lineage

@@ -158,6 +158,7 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
 def assert_no_blocking_calls(server: DevServer) -> None:
     """The dev server's blockbuster raises BlockingError for sync I/O on its event loop."""
     text = server.log_text()
+    assert "typing_extensions.TypedDict" not in text, text[-4000:]
     assert "BlockingError" not in text, text[-4000:]
     assert "synchronous blocking call" not in text.lower(), text[-4000:]
 
@@ -197,6 +198,9 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
         assistants = api.post("/assistants/search", json={"graph_id": "contreact"}).json()
         assert len(assistants) == 1
         drawn = api.get(f"/assistants/{assistants[0]['assistant_id']}/graph").json()
+        # Studio's input form: run id, cycles and task (a schema that loads on Python 3.11).
+        schemas = api.get(f"/assistants/{assistants[0]['assistant_id']}/schemas").json()
+        assert set(schemas["input_schema"]["properties"]) == {"run_id", "last_cycle", "task"}
         assert {n["id"] for n in drawn["nodes"]} == NODES | {"__start__", "__end__"}
         routed = {(e["source"], e["target"]) for e in drawn["edges"] if e.get("conditional")}
         assert routed == {
@@ -240,6 +244,12 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
         ]
         assert api.get(f"/threads/{thread_id}").json()["status"] == "interrupted"
         assert len(stub.requests()) == 2
+        # Registered at its first step: the CLI lists it and sees what it waits on.
+        backend = dev_server.backend
+        listed = json.loads(cli(backend, "list", "--json").stdout)
+        assert {(r["run_id"], r["origin"]) for r in listed} >= {("studio-run", "studio")}
+        pending = cli(backend, "operator")
+        assert "studio-run" in pending.stdout and "Is anyone there?" in pending.stdout
 
         resumed = api.post(
             f"/threads/{thread_id}/runs/wait",
@@ -281,6 +291,10 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
             {"configurable": {"thread_id": thread_id}}
         )
     assert snapshot.values["status"] == "completed" and snapshot.values["cycle"] == 2
+    status = json.loads(cli(dev_server.backend, "status", "studio-run", "--json").stdout)
+    assert (status["status"], status["thread_id"]) == ("completed", thread_id)
+    shown = cli(dev_server.backend, "show", "studio-run")
+    assert "Reflection two." in shown.stdout, shown.stderr
     assert_no_blocking_calls(dev_server)
 
 
@@ -461,9 +475,17 @@ def test_time_travel_with_an_edit_branches_and_leaves_the_original_intact(
         paused = client.threads.get_state(thread_id)
         asks = [i["value"]["message"] for t in paused["tasks"] for i in t["interrupts"]]
         assert asks == ["Shall I go on?"]
-        client.runs.wait(
-            thread_id, "contreact", command={"resume": "A brand new reply."}, context=context
-        )
+        streamed = {
+            part.data[0]["id"]
+            for part in client.runs.stream(
+                thread_id,
+                "contreact",
+                command={"resume": "A brand new reply."},
+                context=context,
+                stream_mode="messages-tuple",
+            )
+            if part.event == "messages" and part.data[0].get("type", "").startswith("AIMessage")
+        }
         fork_requests = stub.requests()[original_requests:]
         branch = client.threads.get_state(thread_id)
 
@@ -475,6 +497,9 @@ def test_time_travel_with_an_edit_branches_and_leaves_the_original_intact(
     # The new operator reply reached the model.
     assert tool_results(fork_requests[3])[-1] == "A brand new reply."
     assert branch["values"]["status"] == "completed" and branch["values"]["lineage"]
+    # Streamed answers carry the ids of the stored messages (a client keyed by id shows each once).
+    stored = {m["id"] for m in branch["values"]["messages"] if m["type"] == "ai"}
+    assert streamed and streamed <= stored, (streamed, stored)
     # The original branch: log, memory and final state byte-identical.
     after_head = client.threads.get_state(
         thread_id, checkpoint_id=head["checkpoint"]["checkpoint_id"]

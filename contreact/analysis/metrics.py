@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from checkpoints.cycles import CycleRecord, cycle_records
+from checkpoints.events import LlmInvocation
 from checkpoints.registry import RunRecord
 from contreact.analysis.runs import events_of_type
 from tools.registry import MEMORY_TOOLS, OPERATOR_TOOL
@@ -111,7 +112,7 @@ def cycle_table(
         engine, run.run_id, ("LLM_INVOCATION", "SIMILARITY")
     ):
         if kind == "LLM_INVOCATION":
-            model = (payload.get("options") or {}).get("model")
+            model = LlmInvocation.read(payload).options.get("model")
             if model:
                 models[cycle] = str(model)
         else:

@@ -139,6 +139,7 @@ def list_(
             {
                 "run_id": r.run_id,
                 "status": r.status,
+                "origin": r.origin,
                 "model": r.model,
                 "cycles": int(r.config.get("cycles", 0)),
                 "created_at": r.created_at,
@@ -153,10 +154,13 @@ def list_(
         if not rows:
             out.print("No runs yet. Start one with `contreact demo` or `contreact run CONFIG`.")
             return
-        table = Table("run", "status", "model", "cycles", "updated")
+        table = Table("run", "status", "origin", "model", "cycles", "updated")
         for r in rows:
             table.add_row(
-                *(str(r[k]) for k in ("run_id", "status", "model", "cycles", "updated_at"))
+                *(
+                    str(r[k])
+                    for k in ("run_id", "status", "origin", "model", "cycles", "updated_at")
+                )
             )
         out.print(table)
 
