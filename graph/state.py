@@ -245,6 +245,7 @@ class Context:
             "storage": {"data_dir": str(self.storage.data_dir), "url": self.storage.url},
             "task": task,
             "user_turn": self.user_turn,
+            "tools": self.tools,
         }
 
     @cached_property
