@@ -397,7 +397,14 @@ def no_event_rows() -> AbstractContextManager[None]:
     return _patched(journal, "insert_events", lambda *args: [])
 
 
-def langgraph_floor_loop(host: str, cycles: int, where: BenchStorage, saver: bool) -> list[Mark]:
+def langgraph_floor_loop(
+    host: str,
+    cycles: int,
+    where: BenchStorage,
+    saver: bool,
+    durability: Literal["sync", "async", "exit"] = "sync",
+    on_cycle: Callable[[int], None] | None = None,
+) -> list[Mark]:
     """The same graph shape in plain LangGraph: no journal, events, registry or budgets.
 
     Five nodes like contreact's (assemble, invoke, parse, dispatch, reflect), the same
@@ -409,6 +416,8 @@ def langgraph_floor_loop(host: str, cycles: int, where: BenchStorage, saver: boo
         cycles: Cycles to run.
         where: Storage whose checkpointer to use.
         saver: False to compile the graph without a checkpointer.
+        durability: LangGraph's durability mode when there is a saver.
+        on_cycle: Called with the cycle number at the end of each cycle (in ``reflect``).
 
     Returns:
         Wall and CPU clock readings at the end of each cycle.
@@ -462,6 +471,8 @@ def langgraph_floor_loop(host: str, cycles: int, where: BenchStorage, saver: boo
     def reflect(state: State) -> dict[str, Any]:
         notes.append(f"Cycle {state['cycle']}: {state['messages'][-1].content}")
         ends.append(mark())
+        if on_cycle is not None:
+            on_cycle(state["cycle"])
         if state["cycle"] >= cycles:
             return {"outcome": "end"}
         return {
@@ -501,7 +512,7 @@ def langgraph_floor_loop(host: str, cycles: int, where: BenchStorage, saver: boo
         builder.compile().invoke(initial, config)
         return ends
     with open_saver(where.storage()) as checkpointer:
-        builder.compile(checkpointer=checkpointer).invoke(initial, config, durability="sync")
+        builder.compile(checkpointer=checkpointer).invoke(initial, config, durability=durability)
     return ends
 
 
