@@ -64,7 +64,7 @@ from common import (
 )
 from overhead import CycleClock, Mark, baseline_loop, langgraph_floor_loop, steady_step_s
 from resume_latency import Crasher, crash, resume_in_child
-from storage_growth import CHECKPOINT_TABLES, Measurer, Snapshot
+from storage_growth import CHECKPOINT_TABLES, Measurer, Snapshot, event_bytes_by_type
 
 from contreact.runner import SilentProgress
 
@@ -239,6 +239,8 @@ class Growth:
     label: str
     by_table: dict[int, dict[str, float]]
     physical: dict[int, float]
+    events: dict[str, dict[int, int]] = field(default_factory=dict)
+    """Event payload bytes by event type in the single cycles ``points`` (contreact only)."""
 
     def logical(self, point: int) -> float:
         """All tables' logical bytes per cycle at ``point``."""
@@ -304,6 +306,7 @@ def storage_and_resume(
             raise RuntimeError(f"run ended {outcome.status}: {outcome.reason}")
         print(f"  {label}: {cycles} cycles in {now() - started:.1f} s", flush=True)
         growth = growth_of(label, progress.snaps, points, window)
+        growth.events = event_bytes_by_type(where, run_id, points)
         from checkpoints.db import dispose_engines
 
         dispose_engines()  # the children below open the database on their own
@@ -340,6 +343,113 @@ def floor_growth(where: BenchStorage, points: list[int], window: int) -> Growth:
     with StubProcess(constant_work_scenario(100_000), where.data_dir.parent) as stub:
         langgraph_floor_loop(stub.url, points[-1], where, True, on_cycle=on_cycle)
     return growth_of(FLOOR, snaps, points, window)
+
+
+# ---------------------------------------------------------------------------- profile
+
+COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
+    # (component, fragments of a function's file name or, for built-ins, of its name)
+    ("waiting (locks, futures, socket reads)", ("acquire' of '_thread", "'recv_into'", "poll'")),
+    ("contreact checkpoints/ (journal, events, registry, db)", ("/checkpoints/",)),
+    ("contreact nodes/", ("/nodes/",)),
+    ("contreact tools/", ("/tools/",)),
+    ("contreact graph/", ("/graph/",)),
+    ("contreact runner, config, analysis", ("/contreact/",)),
+    ("SQLAlchemy", ("/sqlalchemy/",)),
+    ("sqlite3 driver (C calls)", ("sqlite3",)),
+    ("psycopg driver", ("psycopg",)),
+    ("LangGraph checkpoint savers + serde", ("/langgraph/checkpoint/", "ormsgpack")),
+    ("LangGraph Pregel loop, channels, stream", ("/langgraph/",)),
+    ("LangChain core (messages, runnables, callbacks)", ("/langchain_core/",)),
+    (
+        "ChatOllama, ollama client, HTTP",
+        ("/langchain_ollama/", "/ollama/", "/httpx/", "/httpcore/", "/h11/", "socket"),
+    ),
+    ("pydantic", ("pydantic",)),
+    ("json, orjson, uuid, logging, other stdlib", ("",)),
+]
+"""Where a profiled function's own time goes: the first component whose fragment matches."""
+
+
+def component(key: tuple[str, int, str]) -> str:
+    """The :data:`COMPONENTS` entry of a pstats function key (file, line, name)."""
+    filename, _, name = key
+    text = name if filename == "~" else filename.replace("\\", "/")
+    if filename != "~" and filename.endswith(("threading.py", "queue.py")):
+        return COMPONENTS[0][0]
+    for label, fragments in COMPONENTS:
+        if any(f in text for f in fragments):
+            return label
+    return COMPONENTS[-1][0]
+
+
+def profiled(run: Callable[[], Any]) -> dict[str, float]:
+    """Own (tottime) seconds per component of ``run()``, over every thread it starts.
+
+    cProfile watches only the thread that enables it; LangGraph writes checkpoints from
+    worker threads, so every thread started during the run gets its own profiler.
+    """
+    import cProfile
+    import pstats
+    import sys
+    import threading
+
+    profiles = [cProfile.Profile()]
+
+    def hook(*_: Any) -> None:
+        sys.setprofile(None)
+        prof = cProfile.Profile()
+        profiles.append(prof)
+        prof.enable()
+
+    threading.setprofile(hook)
+    profiles[0].enable()
+    try:
+        run()
+    finally:
+        profiles[0].disable()
+        threading.setprofile(None)  # type: ignore[arg-type]
+    stats = pstats.Stats(profiles[0])
+    for prof in profiles[1:]:
+        stats.add(prof)
+    out: dict[str, float] = {}
+    for key, (_, _, own, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        out[component(key)] = out.get(component(key), 0.0) + own
+    return out
+
+
+def profile(where: BenchStorage, pols: list[str | None], default: str | None, cycles: int) -> None:
+    """Print, per model call, where contreact's and plain LangGraph's time goes (cProfile)."""
+    calls = CALLS_PER_CYCLE * cycles
+    with StubProcess(constant_work_scenario(100_000), where.data_dir.parent) as stub:
+        url = stub.url
+        runs: list[tuple[str, Callable[[], Any]]] = [
+            (FLOOR, lambda: langgraph_floor_loop(url, cycles, where, True)),
+        ]
+        runs += [
+            (contreact_label(p, default), lambda p=p: run_contreact(url, cycles, where, p))  # type: ignore[misc]
+            for p in pols
+        ]
+        for _, run in runs:
+            run()  # warm: imports, connections, caches
+        result = {name: profiled(run) for name, run in runs}
+    names = [name for name, _ in runs]
+    rows = []
+    for label, _ in COMPONENTS:
+        ms = [result[n].get(label, 0.0) / calls * 1000 for n in names]
+        rows.append([label, *ms, *[m - ms[0] for m in ms[1:]]])
+    busy = [
+        sum(v for k, v in result[n].items() if k != COMPONENTS[0][0]) / calls * 1000 for n in names
+    ]
+    rows.append(["all but waiting", *busy, *[b - busy[0] for b in busy[1:]]])
+    print_table(
+        ["component (own time, all threads)"]
+        + [f"{_short(n)} ms/call" for n in names]
+        + [f"{_short(n)} - LangGraph" for n in names[1:]],
+        rows,
+        title=f"cProfile of one {cycles}-cycle run each ({calls} model calls; the profiler "
+        "inflates Python-heavy code ~2x: read the columns against each other)",
+    )
 
 
 # ------------------------------------------------------------------------------ report
@@ -399,6 +509,13 @@ def backend_report(
         f"ending at the cycle shown). Columns: "
         + "; ".join(f"{_short(g.label)} = {g.label}" for g in growths),
     )
+    for g in growths:
+        if g.events:
+            print_table(
+                ["event type", f"payload B in cycle {first}", f"in cycle {last}"],
+                [[k, v.get(first, 0), v.get(last, 0)] for k, v in sorted(g.events.items())],
+                title=f"[{backend}] event payload bytes by type, {g.label}",
+            )
     print_table(
         [
             "policy",
@@ -528,6 +645,9 @@ def pg_reachable(url: str) -> str | None:
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument(
+        "--profile", action="store_true", help="only: cProfile contreact against the floor"
+    )
+    p.add_argument(
         "--backends", default="sqlite,postgresql", help="comma-separated: sqlite,postgresql"
     )
     args = p.parse_args()
@@ -557,6 +677,9 @@ def main() -> None:
             continue
         print(f"\n=== {name}", flush=True)
         with bench_storage(server if pg else None) as where:
+            if args.profile:
+                profile(where, pols, default, 10 if args.quick else 30)
+                continue
             started = now()
             timing = per_call(where, pols, default, cycles, reps)
             print(f"  per-call timing: {now() - started:.0f} s", flush=True)
