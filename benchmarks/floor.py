@@ -349,7 +349,10 @@ def floor_growth(where: BenchStorage, points: list[int], window: int) -> Growth:
 
 COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
     # (component, fragments of a function's file name or, for built-ins, of its name)
-    ("waiting (locks, futures, socket reads)", ("acquire' of '_thread", "'recv_into'", "poll'")),
+    (
+        "waiting (locks, queues, futures, socket reads)",
+        ("acquire' of '_thread", "_queue.SimpleQueue", "'recv_into'", "poll'", "time.sleep"),
+    ),
     ("contreact checkpoints/ (journal, events, registry, db)", ("/checkpoints/",)),
     ("contreact nodes/", ("/nodes/",)),
     ("contreact tools/", ("/tools/",)),
@@ -363,7 +366,7 @@ COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
     ("LangChain core (messages, runnables, callbacks)", ("/langchain_core/",)),
     (
         "ChatOllama, ollama client, HTTP",
-        ("/langchain_ollama/", "/ollama/", "/httpx/", "/httpcore/", "/h11/", "socket"),
+        ("/langchain_ollama/", "/ollama/", "/httpx/", "/httpcore/", "/h11/", "socket", "_ssl"),
     ),
     ("pydantic", ("pydantic",)),
     ("json, orjson, uuid, logging, other stdlib", ("",)),
@@ -383,8 +386,15 @@ def component(key: tuple[str, int, str]) -> str:
     return COMPONENTS[-1][0]
 
 
-def profiled(run: Callable[[], Any]) -> dict[str, float]:
+OWN_CODE = tuple(f"/{d}/" for d in ("checkpoints", "nodes", "tools", "graph", "contreact"))
+"""contreact's own source folders (functions listed by cumulative time in ``--profile``)."""
+
+
+def profiled(run: Callable[[], Any], calls: int, top: int = 0) -> dict[str, float]:
     """Own (tottime) seconds per component of ``run()``, over every thread it starts.
+
+    With ``top``, also print contreact's own functions with the most cumulative time
+    (per model call: ``calls`` model calls in the run).
 
     cProfile watches only the thread that enables it; LangGraph writes checkpoints from
     worker threads, so every thread started during the run gets its own profiler.
@@ -413,9 +423,64 @@ def profiled(run: Callable[[], Any]) -> dict[str, float]:
     for prof in profiles[1:]:
         stats.add(prof)
     out: dict[str, float] = {}
+    rest: list[tuple[float, Any]] = []
     for key, (_, _, own, _, _) in stats.stats.items():  # type: ignore[attr-defined]
         out[component(key)] = out.get(component(key), 0.0) + own
+        if component(key) == COMPONENTS[-1][0]:
+            rest.append((own, key))
+    if top:
+        own_fns = [
+            (cum, key, n)
+            for key, (_, n, _, cum, _) in stats.stats.items()  # type: ignore[attr-defined]
+            if any(d in key[0] for d in OWN_CODE) and "/benchmarks/" not in key[0]
+        ]
+        print_table(
+            ["contreact function (cumulative, profiled)", "calls/model call", "ms/model call"],
+            [
+                [f"{Path(k[0]).parent.name}/{Path(k[0]).name}:{k[2]}", n / calls, c / calls * 1000]
+                for c, k, n in sorted(own_fns, key=lambda r: r[0], reverse=True)[:top]
+            ],
+            title="contreact's own functions by cumulative time (nested rows overlap)",
+        )
+    if os.environ.get("FLOOR_DEBUG"):
+        for own, key in sorted(rest, key=lambda r: r[0], reverse=True)[:15]:
+            print(f"    {own:8.3f} s  {key}")
     return out
+
+
+def timed_run(
+    url: str, cycles: int, where: BenchStorage, policy: str | None, default: str | None
+) -> None:
+    """Print the wall time of contreact's engine functions per model call (``timers.py``).
+
+    The wrappers cost about a microsecond a call, so unlike cProfile these are close to
+    the unprofiled times. Steady state: cycle 1 (set-up) is left out of the per-call
+    figure only for the whole-step row; the timed functions count every call.
+    """
+    from timers import Timers
+
+    calls = CALLS_PER_CYCLE * cycles
+    started = now()
+    with Timers() as timers:
+        run_contreact(url, cycles, where, policy)
+    step_ms = (now() - started) / calls * 1000
+    rows = timers.rows(calls, step_ms)
+    rest = step_ms - timers.top_level_ms(calls)
+    rows.append(
+        ["rest: LangGraph loop, channels, node glue, runner", "", rest, f"{rest / step_ms:.0%}"]
+    )
+    rows.append(["whole run / model calls (incl. set-up)", calls, step_ms, "100%"])
+    print_table(
+        [
+            "engine function (inclusive wall time; indented = inside the row above)",
+            "calls",
+            "ms/call",
+            "share",
+        ],
+        rows,
+        title=f"{contreact_label(policy, default)}: {cycles} cycles, {calls} model calls, "
+        "engine functions timed (benchmarks/timers.py)",
+    )
 
 
 def profile(where: BenchStorage, pols: list[str | None], default: str | None, cycles: int) -> None:
@@ -432,7 +497,9 @@ def profile(where: BenchStorage, pols: list[str | None], default: str | None, cy
         ]
         for _, run in runs:
             run()  # warm: imports, connections, caches
-        result = {name: profiled(run) for name, run in runs}
+        for policy in pols:
+            timed_run(url, cycles, where, policy, default)
+        result = {name: profiled(run, calls, 0 if name == FLOOR else 25) for name, run in runs}
     names = [name for name, _ in runs]
     rows = []
     for label, _ in COMPONENTS:
@@ -693,7 +760,8 @@ def main() -> None:
             growths.append(floor_growth(where, points, window))
             figures += backend_report(name, timing, growths, resumed, pols, default, points)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
-    report(figures, args.json)
+    if figures:
+        report(figures, args.json)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ also sees LangGraph's checkpoint-writing thread (``benchmarks/sampling.py``).
 mechanism at a time switched off or swapped by monkeypatching in this process (the
 engine's code is not changed): the SQLite checkpointer replaced by LangGraph's
 in-memory saver, ``durability="async"``/``"exit"`` instead of ``"sync"``, no JSONL log
-mirror, no event rows, no journal look-up, no "tasks" stream, no similarity monitor.
+mirror, no event rows, no journal look-up, no "tasks" stream, no fork-point check per
+step, no connection pre-ping (PostgreSQL; a no-op on SQLite), no similarity monitor.
 The difference to the unchanged engine is what that mechanism costs per step. Two
 references frame it: the same five-node graph in plain LangGraph (with and without a
 checkpointer) and the hand-written loop.
@@ -397,6 +398,32 @@ def no_event_rows() -> AbstractContextManager[None]:
     return _patched(journal, "insert_events", lambda *args: [])
 
 
+def no_lineage_check() -> AbstractContextManager[None]:
+    """Skip the per-step fork-point check (one query per node; safe on a run's main line)."""
+    import nodes.session as session
+
+    return _patched(session, "lineage_of", lambda state, runtime: state.lineage)
+
+
+@contextmanager
+def no_pre_ping() -> Iterator[None]:
+    """Open PostgreSQL engines without ``pool_pre_ping`` (a round trip per checkout)."""
+    import checkpoints.db as db
+
+    original = db.create_engine
+
+    def create_engine(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("pool_pre_ping", None)
+        return original(*args, **kwargs)
+
+    db.dispose_engines()
+    try:
+        with _patched(db, "create_engine", create_engine):
+            yield
+    finally:
+        db.dispose_engines()
+
+
 def langgraph_floor_loop(
     host: str,
     cycles: int,
@@ -545,6 +572,8 @@ def ablate(stub: StubProcess, where: BenchStorage, cycles: int, reps: int) -> No
         ("  no event rows", shipped(no_event_rows)),
         ("  no journal look-up before side effects", shipped(no_recall)),
         ('  stream "updates" only (no "tasks" events)', shipped(updates_only)),
+        ("  no fork-point check per step (lineage_of)", shipped(no_lineage_check)),
+        ("  PostgreSQL pool without pre-ping", shipped(no_pre_ping)),
         ("  no similarity monitor", shipped(nullcontext, similarity={"enabled": False})),
         (
             "reference: plain LangGraph, same 5 nodes, saver, sync",

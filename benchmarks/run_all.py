@@ -30,6 +30,7 @@ BENCHMARKS = [
     ("resume_latency", "(d) resume latency at cycle 200"),
     ("throughput", "(e) throughput of concurrent runs"),
     ("memory_rss", "(f) peak RSS"),
+    ("persistence_cost", "issue 13: cost per model call, per stored cycle, at resume"),
 ]
 
 

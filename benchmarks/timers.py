@@ -31,8 +31,15 @@ TARGETS: list[tuple[str, str, str, str]] = [
         "ChatOllama.bind_tools",
         "model call (nodes.invoke._call_model)",
     ),
+    ("fork test before every node (nodes.session.lineage_of)", "nodes.session", "lineage_of", ""),
     ("journal look-up (Ledger.recall)", "checkpoints.journal", "Ledger.recall", ""),
     ("journal transaction (Ledger.commit)", "checkpoints.journal", "Ledger.commit", ""),
+    (
+        "journal row (insert_ignore)",
+        "checkpoints.journal",
+        "insert_ignore",
+        "journal transaction (Ledger.commit)",
+    ),
     (
         "memory tool (run_tool)",
         "nodes.dispatch",
