@@ -392,6 +392,29 @@ def profile_contreact(stub: StubProcess, where: BenchStorage, cycles: int) -> No
         profilers.append(prof)
         prof.enable()
 
+    from sqlalchemy import event
+
+    from checkpoints.db import engine_for
+
+    engine = engine_for(where.storage())
+    counts: dict[str, int] = defaultdict(int)
+
+    def statement(*_: Any) -> None:
+        counts["statements"] += 1
+
+    def checkout(*_: Any) -> None:
+        counts["checkouts"] += 1
+
+    def begin(*_: Any) -> None:
+        counts["transactions"] += 1
+
+    hooks = [
+        (engine, "before_cursor_execute", statement),
+        (engine.pool, "checkout", checkout),
+        (engine, "begin", begin),
+    ]
+    for target, name, fn in hooks:
+        event.listen(target, name, fn)
     main_prof = cProfile.Profile(time.thread_time)
     profilers.append(main_prof)
     threading.setprofile(start_thread_profiler)
@@ -401,7 +424,14 @@ def profile_contreact(stub: StubProcess, where: BenchStorage, cycles: int) -> No
     finally:
         main_prof.disable()
         threading.setprofile(None)  # type: ignore[arg-type]
+        for target, name, fn in hooks:
+            event.remove(target, name, fn)
     calls = len(stub.requests())
+    print(
+        f"\ncontreact's own SQL per model call (SQLAlchemy engine; the saver's are LangGraph's): "
+        f"{counts['statements'] / calls:.1f} statements, {counts['transactions'] / calls:.1f} "
+        f"explicit transactions, {counts['checkouts'] / calls:.1f} pool checkouts"
+    )
     raw: dict[Any, Any] = pstats.Stats(*profilers).stats  # type: ignore[attr-defined]
     by_component: dict[str, float] = defaultdict(float)
     for (filename, _line, func), (_cc, _nc, tottime, _ct, _callers) in raw.items():

@@ -24,16 +24,16 @@ from typing import Any
 
 TARGETS: list[tuple[str, str, str, str]] = [
     # (label, module, attribute path, parent label or "")
-    ("model call (nodes.invoke._call_model)", "nodes.invoke", "_call_model", ""),
-    (
-        "bind_tools (per call)",
-        "langchain_ollama.chat_models",
-        "ChatOllama.bind_tools",
-        "model call (nodes.invoke._call_model)",
-    ),
     ("fork test before every node (nodes.session.lineage_of)", "nodes.session", "lineage_of", ""),
     ("journal look-up (Ledger.recall)", "checkpoints.journal", "Ledger.recall", ""),
     ("journal transaction (Ledger.commit)", "checkpoints.journal", "Ledger.commit", ""),
+    # The model call runs inside the journal transaction (it is the transaction's `act`).
+    (
+        "model call (nodes.invoke._call_model)",
+        "nodes.invoke",
+        "_call_model",
+        "journal transaction (Ledger.commit)",
+    ),
     (
         "journal row (insert_ignore)",
         "checkpoints.journal",
