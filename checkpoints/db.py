@@ -53,6 +53,9 @@ runs = Table(
     Column("batch", String(200), nullable=True, index=True),
     Column("pid", Integer, nullable=True),
     Column("origin", String(20), nullable=False, default="cli", server_default="cli"),
+    # Epoch seconds, refreshed every second while a process drives the run: a run whose
+    # heartbeat stopped is interrupted, whatever machine or container drove it.
+    Column("heartbeat", Float, nullable=True),
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
 )

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,13 @@ from checkpoints.db import runs
 from checkpoints.events import utc_now
 
 RunStatus = Literal["running", "paused", "completed", "failed"]
+ShownStatus = Literal["running", "interrupted", "paused", "completed", "failed"]
+"""A status as `list` and `status` show it: a `running` run nobody drives is `interrupted`."""
+
+HEARTBEAT_S = 1.0
+"""How often a driving process refreshes its run's heartbeat."""
+STALE_AFTER_S = 3.0
+"""A heartbeat this old means the driving process is gone (killed, crashed, machine down)."""
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
@@ -52,6 +61,25 @@ class RunRecord:
     updated_at: str
     origin: str = "cli"
     """Where the run was started: `cli` (run, fork, batch, pei) or `studio`."""
+    heartbeat: float | None = None
+
+    @property
+    def shown_status(self) -> ShownStatus:
+        """`interrupted` for a `running` run whose driver stopped beating, else the status."""
+        # Studio's server drives its runs itself and does not beat: its status stands.
+        if self.status == "running" and self.origin != "studio" and not self.driven:
+            return "interrupted"
+        return self.status
+
+    @property
+    def driven(self) -> bool:
+        """Whether a process is driving this run right now (its heartbeat is fresh).
+
+        Runs registered before heartbeats existed fall back to the pid check.
+        """
+        if self.heartbeat is None:
+            return self.process_alive
+        return time.time() - self.heartbeat < STALE_AFTER_S
 
     @property
     def process_alive(self) -> bool:
@@ -171,6 +199,48 @@ def complete_studio_run(conn: Connection, run_id: str) -> None:
         .where(runs.c.run_id == run_id, runs.c.origin == "studio")
         .values(status="completed", reason="", updated_at=utc_now())
     )
+
+
+def beat(engine: Engine, run_id: str) -> None:
+    """Refresh the run's heartbeat (its driver is alive)."""
+    with engine.begin() as conn:
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(heartbeat=time.time()))
+
+
+class Heartbeat:
+    """A daemon thread that beats for a run while its process drives it.
+
+    One tiny UPDATE a second; a failed beat (a locked SQLite file under many writers) is
+    skipped, not fatal: the next one a second later counts.
+    """
+
+    def __init__(self, engine: Engine, run_id: str, every_s: float = HEARTBEAT_S) -> None:
+        self.engine, self.run_id, self.every_s = engine, run_id, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{run_id}", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                beat(self.engine, self.run_id)
+            except Exception:  # noqa: BLE001, S110 - a missed beat is harmless, see above
+                pass
+
+    def __enter__(self) -> Heartbeat:
+        beat(self.engine, self.run_id)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    update(runs).where(runs.c.run_id == self.run_id).values(heartbeat=None)
+                )
+        except Exception:  # noqa: BLE001, S110 - the status written after this says the rest
+            pass
 
 
 def set_status(

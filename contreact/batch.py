@@ -165,7 +165,7 @@ class BatchRunner:
             record = None
         if record is not None and record.status == "completed":
             return self._result(planned, "skipped (completed)")
-        if record is not None and record.status == "running" and record.process_alive:
+        if record is not None and record.status == "running" and record.driven:
             return self._result(planned, f"skipped (driven by process {record.pid})")
         if record is None:
             config_file = self.folder / f"{planned.run_id}.yaml"

@@ -33,6 +33,7 @@ from checkpoints.events import (
 from checkpoints.fork import fork_run_history
 from checkpoints.journal import Ledger
 from checkpoints.registry import (
+    Heartbeat,
     RunRecord,
     RunStatus,
     create_run,
@@ -178,7 +179,7 @@ def resume_run(
     """
     engine = engine_for(storage)
     record = get_run(engine, run_id)
-    if record.status == "running" and record.process_alive and record.pid != os.getpid():
+    if record.status == "running" and record.driven and record.pid != os.getpid():
         raise RuntimeError(
             f"run {run_id} is being driven by process {record.pid}; stop it before resuming"
         )
@@ -284,6 +285,25 @@ def _first_input(record: RunRecord, config: Config, storage: Storage) -> dict[st
 
 
 def _drive(
+    record: RunRecord,
+    config: Config,
+    storage: Storage,
+    extension: tuple[int, str | None] | None,
+    progress: Progress | None,
+    ask_operator: AskOperator | None,
+    *,
+    resume: bool = False,
+    reply: str | None = None,
+) -> RunOutcome:
+    # While this process drives the run it beats; once it is killed the beat stops and
+    # `list`/`status` show the run as interrupted within seconds.
+    with Heartbeat(engine_for(storage), record.run_id):
+        return _drive_steps(
+            record, config, storage, extension, progress, ask_operator, resume=resume, reply=reply
+        )
+
+
+def _drive_steps(
     record: RunRecord,
     config: Config,
     storage: Storage,

@@ -7,11 +7,12 @@ against the stub over real HTTP through ChatOllama.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import Backend, cli, write_config
+from conftest import Backend, cli, cli_start, kill_when, write_config
 from contreact.stub import StubServer
 from graph.defaults import resolve_host
 
@@ -158,3 +159,30 @@ def test_option_table_matches_the_ollama_client() -> None:
     from contreact.ollama_options import OLLAMA_OPTIONS
 
     assert set(Options.model_fields) <= set(OLLAMA_OPTIONS)
+
+
+def test_killed_run_is_interrupted_within_seconds_and_resumes(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    with StubServer(latency_ms=300).start() as server:
+        config = write_config(tmp_path / "c.yaml", sqlite_backend, cycles=2)
+        proc = cli_start(sqlite_backend, "run", str(config), "--host", server.url)
+        kill_when(proc, lambda: len(server.requests()) >= 2)
+        killed = time.monotonic()
+        while True:
+            status = json.loads(cli(sqlite_backend, "status", "run-1", "--json").stdout)
+            if status["status"] == "interrupted":
+                break
+            assert status["status"] == "running"
+            assert time.monotonic() - killed < 5, "a killed run still shows as running"
+            time.sleep(0.2)
+        assert "contreact resume run-1" in status["reason"]
+        listed = json.loads(cli(sqlite_backend, "list", "--json").stdout)
+        assert [(r["status"], r["cycles_planned"]) for r in listed] == [("interrupted", 2)]
+
+        done = cli(sqlite_backend, "resume", "run-1")
+        assert done.returncode == 0, done.stderr
+        listed = json.loads(cli(sqlite_backend, "list", "--json").stdout)
+        assert [(r["status"], r["cycles_done"], r["cycles_planned"]) for r in listed] == [
+            ("completed", 2, 2)
+        ]

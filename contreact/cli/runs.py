@@ -92,8 +92,12 @@ def _run_summary(run_id: str) -> dict[str, Any]:
     done = cycle_records(engine, run_id)
     return {
         "run_id": record.run_id,
-        "status": record.status,
-        "reason": record.reason,
+        "status": record.shown_status,
+        "reason": (
+            f"the process driving it stopped; continue with `contreact resume {run_id}`"
+            if record.shown_status == "interrupted"
+            else record.reason
+        ),
         "model": record.model,
         "host": record.host,
         "thread_id": record.thread_id,
@@ -103,7 +107,7 @@ def _run_summary(run_id: str) -> dict[str, Any]:
         "fork_cycle": record.fork_cycle,
         "created_at": record.created_at,
         "updated_at": record.updated_at,
-        "process_alive": record.process_alive if record.status == "running" else None,
+        "process_alive": record.driven if record.status == "running" else None,
         "log": str(log_path(where, run_id)),
     }
 
@@ -138,10 +142,11 @@ def list_(
         rows: list[dict[str, Any]] = [
             {
                 "run_id": r.run_id,
-                "status": r.status,
+                "status": r.shown_status,
                 "origin": r.origin,
                 "model": r.model,
-                "cycles": int(r.config.get("cycles", 0)),
+                "cycles_done": len(cycle_records(engine, r.run_id)),
+                "cycles_planned": int(r.config.get("cycles", 0)),
                 "created_at": r.created_at,
                 "updated_at": r.updated_at,
                 "reason": r.reason,
@@ -156,11 +161,9 @@ def list_(
             return
         table = Table("run", "status", "origin", "model", "cycles", "updated")
         for r in rows:
+            cycles = f"{r['cycles_done']}/{r['cycles_planned']}"
             table.add_row(
-                *(
-                    str(r[k])
-                    for k in ("run_id", "status", "origin", "model", "cycles", "updated_at")
-                )
+                r["run_id"], r["status"], r["origin"], r["model"], cycles, r["updated_at"]
             )
         out.print(table)
 
