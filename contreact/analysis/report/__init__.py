@@ -1,0 +1,135 @@
+"""`contreact report`: tables, plots and one self-contained HTML page for runs or a batch.
+
+A researcher wants the numbers in three forms: CSV to compute with, Markdown to paste
+into notes or a paper draft, and a single HTML file to look at and send around. The
+HTML embeds its images as data URIs and carries its CSS inline, with no script, so it
+opens the same offline, from an e-mail, or years later. Everything is computed from the
+stored cycles, events and PEI ratings; nothing is sent to a model, except that a run
+configured with an embedding model has its reflection-similarity heatmap embedded the
+same way the monitor did (falling back to TF-IDF, and saying so, when it is unreachable).
+
+One stage per module: `collect` reads the runs, `tables` and `plots` format them,
+`render` writes Markdown and HTML; this module writes the files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from checkpoints.db import Storage
+from checkpoints.registry import RunRecord
+from contreact.analysis.export import columns_of, write_csv
+from contreact.analysis.report.collect import ReportData, RunData, collect
+from contreact.analysis.report.plots import plot_cycles, plot_pei, plot_similarity
+from contreact.analysis.report.render import render_html, render_markdown
+from contreact.analysis.report.tables import markdown_table, model_rows, run_rows, whole
+
+__all__ = [
+    "ReportData",
+    "ReportFiles",
+    "RunData",
+    "build_report",
+    "collect",
+    "markdown_table",
+    "write_report",
+]
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """The files a report wrote."""
+
+    out_dir: Path
+    html: Path
+    markdown: Path
+    csv: list[Path]
+    png: list[Path]
+
+
+def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
+    """Write CSV, Markdown, PNG and HTML files of `data` into `out_dir` (created)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csvs: list[Path] = []
+
+    def save_csv(
+        name: str, rows: list[dict[str, Any]], columns: Sequence[str] | None = None
+    ) -> None:
+        path = out_dir / name
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            write_csv(rows, fh, columns)
+        csvs.append(path)
+
+    cycles = [row for d in data.runs for row in d.cycles]
+    save_csv("cycles.csv", cycles, columns_of(cycles) or ["run_id", "cycle"])
+    save_csv("table1_runs.csv", run_rows(data))
+    save_csv("table1_models.csv", model_rows(data))
+    if data.pei is not None:
+        save_csv(
+            "pei_results.csv",
+            [
+                {
+                    "run_id": r.run_id,
+                    "evaluator": r.evaluator,
+                    "level": r.level,
+                    "reason": r.reason,
+                    "fork_run_id": r.fork_run_id,
+                    "at_cycle": r.at_cycle,
+                    "instrument_sha": r.instrument_sha,
+                    "answer": r.answer,
+                }
+                for r in data.pei_results
+            ],
+        )
+        matrix = data.pei
+        save_csv(
+            "pei_matrix.csv",
+            [
+                {
+                    "history": label,
+                    "model": model,
+                    **dict(zip(matrix.columns, map(whole, row), strict=True)),
+                }
+                for label, model, row in zip(
+                    matrix.rows, matrix.row_models, matrix.cells, strict=True
+                )
+            ],
+            ["history", "model", *matrix.columns],
+        )
+
+    images: list[tuple[str, str, bytes]] = []
+    if any(d.cycles for d in data.runs):
+        images.append(("per_cycle_metrics.png", "Per-cycle metrics", plot_cycles(data)))
+    for d in data.runs:
+        if d.similarity is not None:
+            alt = f"Reflection similarity of {d.run.run_id} ({d.similarity.method})"
+            images.append(
+                (f"similarity_{d.run.run_id}.png", alt, plot_similarity(d.run.run_id, d.similarity))
+            )
+    if data.pei is not None:
+        images.append(("pei_matrix.png", "PEI matrix", plot_pei(data.pei)))
+    pngs = []
+    for name, _, png in images:
+        path = out_dir / name
+        path.write_bytes(png)
+        pngs.append(path)
+
+    markdown = out_dir / "report.md"
+    markdown.write_text(render_markdown(data, [(n, a) for n, a, _ in images]), encoding="utf-8")
+    page = out_dir / "report.html"
+    page.write_text(render_html(data, images), encoding="utf-8")
+    return ReportFiles(out_dir=out_dir, html=page, markdown=markdown, csv=csvs, png=pngs)
+
+
+def build_report(
+    storage: Storage,
+    runs: Sequence[RunRecord],
+    out_dir: Path,
+    *,
+    title: str,
+    lexical: bool = False,
+) -> ReportFiles:
+    """Collect and write the report of `runs` into `out_dir`."""
+    return write_report(collect(storage, runs, title=title, lexical=lexical), out_dir)

@@ -1,0 +1,109 @@
+"""Collect: read everything a report shows of some runs, once, into plain data.
+
+The tables, plots and renderers below only format `ReportData`; reading the database (and,
+for runs with an embedding model, asking Ollama for embeddings) happens here alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from checkpoints.cycles import cycle_records
+from checkpoints.db import Storage, engine_for
+from checkpoints.registry import RunRecord
+from contreact.analysis.metrics import (
+    ModelSummary,
+    RunSummary,
+    cycle_table,
+    model_summaries,
+    run_summary,
+)
+from contreact.analysis.pei import PeiMatrix, PeiResult, build_matrix, stored_results
+from contreact.analysis.similarity import PairwiseSimilarity, pairwise
+
+EMBED_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class RunData:
+    """What the report shows of one run."""
+
+    run: RunRecord
+    cycles: list[dict[str, Any]]
+    summary: RunSummary
+    similarity: PairwiseSimilarity | None
+    reflections: list[tuple[int, str]] = field(default_factory=list)
+    """`(cycle, reflection)` of every finished cycle."""
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything a report is rendered from."""
+
+    title: str
+    generated_at: str
+    runs: list[RunData]
+    models: list[ModelSummary]
+    pei_results: list[PeiResult] = field(default_factory=list)
+    pei: PeiMatrix | None = None
+
+
+def _embedding_source(run: RunRecord) -> tuple[str | None, str]:
+    config = run.config
+    model = (config.get("similarity") or {}).get("embedding_model")
+    host = (config.get("ollama") or {}).get("host") or run.host
+    return (str(model) if model else None), str(host or "")
+
+
+def collect(
+    storage: Storage, runs: Sequence[RunRecord], *, title: str, lexical: bool = False
+) -> ReportData:
+    """Read everything the report needs for `runs`.
+
+    Args:
+        storage: Where the runs live.
+        runs: The runs, in the order the report lists them.
+        title: The report's heading.
+        lexical: Use TF-IDF for the similarity heatmaps even when a run has an
+            embedding model configured (no network at all).
+    """
+    engine = engine_for(storage)
+    data: list[RunData] = []
+    failed_hosts: dict[tuple[str, str], str] = {}
+    for run in runs:
+        records = cycle_records(engine, run.run_id)
+        notes = [(r.cycle, r.reflection) for r in records]
+        similarity = None
+        if len(notes) >= 2:
+            model, host = (None, "") if lexical else _embedding_source(run)
+            if model and (host, model) in failed_hosts:
+                # One unreachable host must not cost a timeout for every run of a batch.
+                similarity = pairwise(notes)
+                similarity = PairwiseSimilarity(
+                    similarity.labels,
+                    similarity.matrix,
+                    similarity.method,
+                    failed_hosts[(host, model)],
+                )
+            else:
+                similarity = pairwise(
+                    notes, embedding_model=model, host=host, timeout_s=EMBED_TIMEOUT_S
+                )
+                if model and not similarity.method.startswith("embedding:"):
+                    failed_hosts[(host, model)] = similarity.note
+        data.append(
+            RunData(run, cycle_table(engine, run), run_summary(engine, run), similarity, notes)
+        )
+    results = stored_results(engine, [r.run_id for r in runs])
+    rated = [r for r in runs if any(p.run_id == r.run_id for p in results)]
+    return ReportData(
+        title=title,
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        runs=data,
+        models=model_summaries([d.summary for d in data]),
+        pei_results=results,
+        pei=build_matrix(results, rated) if rated else None,
+    )

@@ -1,0 +1,141 @@
+"""Plots: the report's figures as PNG bytes (matplotlib's object API, no global state)."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from contreact.analysis.pei import PeiMatrix
+from contreact.analysis.report.collect import ReportData
+from contreact.analysis.similarity import PairwiseSimilarity
+
+PLOTTED: tuple[tuple[str, str], ...] = (
+    ("memory_ops_total", "Memory tool ops"),
+    ("messages_to_operator", "Messages to operator"),
+    ("final_memory_keys", "Memory keys (end of cycle)"),
+    ("reflection_chars", "Reflection chars"),
+    ("response_chars", "Response chars"),
+    ("memory_write_chars", "Memory written chars"),
+    ("tokens_out", "Tokens out"),
+    ("similarity", "Max similarity to earlier reflections"),
+)
+"""Per-cycle metrics in the per-cycle plot, one panel each."""
+
+
+def _png(fig: Figure) -> bytes:
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def plot_cycles(data: ReportData) -> bytes:
+    """Per-cycle metrics: one panel per metric, one line per run (colour by model)."""
+    fig = Figure(figsize=(16, 7.5), layout="constrained")
+    axes = fig.subplots(2, 4).flatten()
+    models = list(dict.fromkeys(d.run.model for d in data.runs))
+    colours = {m: f"C{i % 10}" for i, m in enumerate(models)}
+    styles = ["-", "--", ":", "-."]
+    seen: dict[str, int] = {}
+    for d in data.runs:
+        index = seen.get(d.run.model, 0)
+        seen[d.run.model] = index + 1
+        cycles = [row["cycle"] for row in d.cycles]
+        for ax, (key, _) in zip(axes, PLOTTED, strict=True):
+            values = [row.get(key) for row in d.cycles]
+            ys = [math.nan if v is None else float(v) for v in values]
+            ax.plot(
+                cycles,
+                ys,
+                marker="o",
+                markersize=3,
+                linestyle=styles[index % len(styles)],
+                color=colours[d.run.model],
+                label=d.run.run_id,
+            )
+    for ax, (key, label) in zip(axes, PLOTTED, strict=True):
+        if key != "similarity":
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("cycle", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(labelsize=8)
+        ax.grid(alpha=0.3)
+    if len(data.runs) <= 20:
+        axes[0].legend(fontsize=7, loc="best")
+    fig.suptitle(f"Per-cycle metrics — {data.title}", fontsize=12)
+    return _png(fig)
+
+
+def _heatmap(
+    fig: Figure,
+    cells: Sequence[Sequence[float | None]],
+    rows: Sequence[str],
+    columns: Sequence[str],
+    *,
+    vmin: float,
+    vmax: float,
+    digits: int,
+    label: str,
+) -> None:
+    ax = fig.subplots()
+    grid = [[math.nan if v is None else float(v) for v in row] for row in cells]
+    image = ax.imshow(grid, vmin=vmin, vmax=vmax, cmap="viridis", aspect="auto")
+    fig.colorbar(image, ax=ax, label=label)
+    ax.set_xticks(range(len(columns)), labels=list(columns), rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(rows)), labels=list(rows), fontsize=8)
+    if len(rows) * len(columns) <= 400:
+        for i, row in enumerate(grid):
+            for j, value in enumerate(row):
+                if not math.isnan(value):
+                    shade = "black" if value > vmin + 0.6 * (vmax - vmin) else "white"
+                    text = str(int(value)) if value.is_integer() else f"{value:.{digits}f}"
+                    ax.text(j, i, text, ha="center", va="center", color=shade, fontsize=7)
+
+
+def plot_similarity(run_id: str, similarity: PairwiseSimilarity) -> bytes:
+    """Heatmap of the pairwise cosine similarity of a run's reflections."""
+    n = len(similarity.labels)
+    size = min(12.0, 3.0 + 0.45 * n)
+    fig = Figure(figsize=(size + 1.5, size))
+    labels = [str(c) for c in similarity.labels]
+    _heatmap(
+        fig,
+        similarity.matrix,
+        labels,
+        labels,
+        vmin=0.0,
+        vmax=1.0,
+        digits=2,
+        label="cosine similarity",
+    )
+    ax = fig.axes[0]
+    ax.set_xlabel("cycle")
+    ax.set_ylabel("cycle")
+    ax.set_title(f"Reflection similarity — {run_id} ({similarity.method})", fontsize=10)
+    return _png(fig)
+
+
+def plot_pei(matrix: PeiMatrix) -> bytes:
+    """Heatmap of PEI levels, histories x evaluators."""
+    fig = Figure(figsize=(3.0 + 1.2 * len(matrix.columns), 2.0 + 0.45 * len(matrix.rows)))
+    _heatmap(
+        fig,
+        matrix.cells,
+        matrix.rows,
+        matrix.columns,
+        vmin=1.0,
+        vmax=10.0,
+        digits=1,
+        label="PEI level",
+    )
+    ax = fig.axes[0]
+    ax.set_xlabel("evaluator")
+    ax.set_ylabel("history (run)")
+    ax.set_title("PEI ratings", fontsize=10)
+    return _png(fig)

@@ -1,0 +1,149 @@
+"""Render: the report as Markdown and as one self-contained HTML page (inline CSS, no JS)."""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+
+from contreact.analysis.report.collect import ReportData
+from contreact.analysis.report.tables import (
+    agreement_lines,
+    cycle_rows_shown,
+    fmt,
+    markdown_table,
+    model_table,
+    pei_table,
+    run_table,
+    runs_table,
+)
+
+
+def _html_table(headers: Sequence[str], body: Sequence[Sequence[str]], css: str = "") -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in body
+    )
+    klass = f' class="{css}"' if css else ""
+    return f"<table{klass}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _img(name: str, data: bytes, alt: str) -> str:
+    encoded = base64.b64encode(data).decode("ascii")
+    return (
+        f'<figure><img src="data:image/png;base64,{encoded}" alt="{html.escape(alt)}">'
+        f"<figcaption>{html.escape(name)}</figcaption></figure>"
+    )
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem auto;
+max-width:1200px;padding:0 1rem;color:#1d1d1f;line-height:1.45}
+h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.8rem 0;font-size:.85rem}
+th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}
+th{background:#f3f3f6}td:first-child,th:first-child{text-align:left}
+.wide{display:block;overflow-x:auto}
+figure{margin:1rem 0}img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.8rem;color:#555}.note{color:#555;font-size:.9rem}
+details{margin:.5rem 0}summary{cursor:pointer;font-weight:600}
+.reflection{white-space:pre-wrap;background:#fafafa;border-left:3px solid #ccd;
+padding:.3rem .6rem;margin:.3rem 0;font-size:.85rem}
+"""
+
+
+def render_markdown(data: ReportData, images: Sequence[tuple[str, str]]) -> str:
+    """The report as Markdown (tables inline, images linked by file name)."""
+    parts = [
+        f"# {data.title}",
+        f"Generated {data.generated_at} by contreact.",
+        "## Runs",
+        markdown_table(*runs_table(data)),
+        "## Table 1 by model (mean ± sd over runs)",
+        "As in Szeider (2025), Table 1: run totals over all cycles; final memory keys "
+        "is the count at the end of the run.",
+        markdown_table(*model_table(data)),
+        "## Table 1 by run",
+        markdown_table(*run_table(data)),
+    ]
+    if data.pei is not None:
+        parts += [
+            "## PEI ratings (histories × evaluators)",
+            markdown_table(*pei_table(data.pei)),
+            *(f"- {line}" for line in agreement_lines(data.pei.agreement())),
+        ]
+        by_model = data.pei.by_model()
+        if len(by_model.rows) < len(data.pei.rows):
+            parts += [
+                "### PEI by history model (mean over runs)",
+                markdown_table(*pei_table(by_model)),
+            ]
+        unparsed = [r for r in data.pei_results if r.level is None]
+        if unparsed:
+            parts.append(
+                "Answers without a level: "
+                + "; ".join(f"{r.run_id} by {r.evaluator}: {r.reason}" for r in unparsed)
+            )
+    parts += ["## Per-cycle metrics", markdown_table(*cycle_rows_shown(data)), "## Plots"]
+    parts += [f"![{alt}]({name})" for name, alt in images]
+    return "\n\n".join(parts) + "\n"
+
+
+def render_html(data: ReportData, images: Sequence[tuple[str, str, bytes]]) -> str:
+    """The report as one self-contained HTML page (inline CSS, images as data URIs, no JS)."""
+    body = [
+        f"<h1>{html.escape(data.title)}</h1>",
+        f'<p class="note">Generated {html.escape(data.generated_at)} by contreact.</p>',
+        "<h2>Runs</h2>",
+        _html_table(*runs_table(data)),
+        "<h2>Table 1 by model (mean ± sd over runs)</h2>",
+        '<p class="note">As in Szeider (2025), Table 1: run totals over all cycles; final '
+        "memory keys is the count at the end of the run.</p>",
+        _html_table(*model_table(data)),
+        "<h2>Table 1 by run</h2>",
+        _html_table(*run_table(data), css="wide"),
+    ]
+    if data.pei is not None:
+        body += [
+            "<h2>PEI ratings (histories × evaluators)</h2>",
+            _html_table(*pei_table(data.pei)),
+            "<ul>"
+            + "".join(
+                f"<li>{html.escape(line)}</li>" for line in agreement_lines(data.pei.agreement())
+            )
+            + "</ul>",
+        ]
+        by_model = data.pei.by_model()
+        if len(by_model.rows) < len(data.pei.rows):
+            body += [
+                "<h3>PEI by history model (mean over runs)</h3>",
+                _html_table(*pei_table(by_model)),
+            ]
+        answers = [
+            [r.run_id, r.evaluator, fmt(r.level), r.reason, r.answer] for r in data.pei_results
+        ]
+        body.append(
+            "<details><summary>PEI answers</summary>"
+            + _html_table(["Run", "Evaluator", "Level", "Why no level", "Answer"], answers)
+            + "</details>"
+        )
+    body.append("<h2>Plots</h2>")
+    body += [_img(name, png, alt) for name, alt, png in images]
+    body.append("<h2>Per-cycle metrics</h2>")
+    body.append(_html_table(*cycle_rows_shown(data), css="wide"))
+    body.append("<h2>Reflections</h2>")
+    for d in data.runs:
+        notes = "".join(
+            f"<p><strong>Cycle {cycle}</strong></p>"
+            f'<div class="reflection">{html.escape(text) or "(empty)"}</div>'
+            for cycle, text in d.reflections
+        )
+        body.append(
+            f"<details><summary>{html.escape(d.run.run_id)}</summary>{notes or '–'}</details>"
+        )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(data.title)}</title><style>{_CSS}</style></head>"
+        f"<body>{''.join(body)}</body></html>\n"
+    )

@@ -1,0 +1,169 @@
+"""Tables: the report's numbers as rows (for CSV) and as header/body text (for Markdown/HTML)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from contreact.analysis.agreement import Agreement, describe
+from contreact.analysis.metrics import EXTRAS, TABLE1, TABLE1_KEYS, format_mean_sd
+from contreact.analysis.pei import PeiMatrix
+from contreact.analysis.report.collect import ReportData
+
+MARKDOWN_CYCLE_COLUMNS = (
+    "run_id",
+    "cycle",
+    "steps",
+    "tool_calls",
+    "memory_ops_total",
+    "messages_to_operator",
+    "response_chars",
+    "reflection_chars",
+    "memory_write_chars",
+    "final_memory_keys",
+    "tokens_in",
+    "tokens_out",
+    "similarity",
+    "similarity_level",
+    "flags",
+)
+"""The per-cycle columns shown in Markdown and HTML (the CSV has them all)."""
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    """A cell as text: ints as ints, floats rounded, None as a dash."""
+    if value is None or value == "":
+        return "–"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "–"
+        return str(int(value)) if value.is_integer() else f"{value:.{digits}f}"
+    return str(value)
+
+
+def whole(value: float | None) -> float | int | None:
+    """Whole numbers as int (a level of 7, not 7.0), others unchanged."""
+    return int(value) if value is not None and float(value).is_integer() else value
+
+
+def run_rows(data: ReportData) -> list[dict[str, Any]]:
+    """Table 1 per run, with the extra totals, as CSV/table rows."""
+    rows = []
+    for d in data.runs:
+        s = d.summary
+        rows.append(
+            {
+                "run_id": s.run_id,
+                "model": s.model,
+                "batch": s.batch or "",
+                "status": s.status,
+                "cycles": s.cycles,
+                **{key: s.values[key] for key in TABLE1_KEYS},
+                **{key: s.extras.get(key) for key in EXTRAS},
+            }
+        )
+    return rows
+
+
+def model_rows(data: ReportData) -> list[dict[str, Any]]:
+    """Table 1 per model (mean and sd over runs) as CSV rows."""
+    rows = []
+    for m in data.models:
+        row: dict[str, Any] = {
+            "model": m.model,
+            "runs": len(m.runs),
+            "run_ids": " ".join(m.runs),
+            "cycles_mean": round(m.cycles_mean, 4),
+        }
+        for key in TABLE1_KEYS:
+            sd = m.sd[key]
+            row[f"{key}_mean"] = round(m.mean[key], 4)
+            row[f"{key}_sd"] = None if sd is None else round(sd, 4)
+        rows.append(row)
+    return rows
+
+
+def model_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
+    """Table 1 per model in the paper's layout: metrics as rows, models as columns."""
+    headers = ["Metric", *(f"{m.model} (n={len(m.runs)})" for m in data.models)]
+    body = [
+        [label, *(format_mean_sd(m.mean[key], m.sd[key]) for m in data.models)]
+        for key, label in TABLE1
+    ]
+    return headers, body
+
+
+def run_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
+    """Table 1 per run: runs as rows."""
+    headers = ["Run", "Model", "Status", "Cycles", *(label for _, label in TABLE1)]
+    body = [
+        [
+            d.summary.run_id,
+            d.summary.model,
+            d.summary.status,
+            str(d.summary.cycles),
+            *(fmt(d.summary.values[key]) for key in TABLE1_KEYS),
+        ]
+        for d in data.runs
+    ]
+    return headers, body
+
+
+def cycle_rows_shown(data: ReportData) -> tuple[list[str], list[list[str]]]:
+    """The per-cycle table of every run, with the columns shown in Markdown/HTML."""
+    body = [
+        [fmt(row.get(c), 3 if c == "similarity" else 1) for c in MARKDOWN_CYCLE_COLUMNS]
+        for d in data.runs
+        for row in d.cycles
+    ]
+    return list(MARKDOWN_CYCLE_COLUMNS), body
+
+
+def pei_table(matrix: PeiMatrix) -> tuple[list[str], list[list[str]]]:
+    """A PEI matrix with a mean column and an evaluator-mean row."""
+    headers = ["History \\ evaluator", *matrix.columns, "Mean"]
+    body = [
+        [label, *(fmt(v) for v in row), fmt(mean)]
+        for label, row, mean in zip(matrix.rows, matrix.cells, matrix.history_means, strict=True)
+    ]
+    body.append(["Evaluator mean", *(fmt(v) for v in matrix.evaluator_means), ""])
+    return headers, body
+
+
+def agreement_lines(agreements: Sequence[Agreement]) -> list[str]:
+    """One sentence per agreement statistic."""
+    return [describe(a) for a in agreements]
+
+
+def markdown_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    """A GitHub-flavoured Markdown table (pipes and newlines in cells escaped)."""
+
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+    lines = [
+        "| " + " | ".join(cell(h) for h in headers) + " |",
+        "|" + "|".join("---" for _ in headers) + "|",
+    ]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def runs_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
+    """The runs: model, batch, status, cycles, fork origin."""
+    headers = ["Run", "Model", "Batch", "Status", "Cycles", "Forked from"]
+    body = [
+        [
+            d.run.run_id,
+            d.run.model,
+            d.run.batch or "",
+            d.run.status + (f" ({d.run.reason})" if d.run.reason else ""),
+            str(d.summary.cycles),
+            f"{d.run.parent_run_id} @ {d.run.fork_cycle}" if d.run.parent_run_id else "",
+        ]
+        for d in data.runs
+    ]
+    return headers, body
