@@ -75,6 +75,10 @@ class RunStart(Payload):
     options: dict[str, Any] = field(default_factory=dict)
     tools: dict[str, Any] | None = None
     """How tools are offered (native or text) and why (`nodes.assemble`)."""
+    seed: int | None = None
+    """The run's seed (`model_options.seed`; None: unseeded)."""
+    reasoning: bool | str | None = None
+    """Ollama's think setting: true, false, low, medium or high (None: the model's default)."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,10 @@ class CycleEnd(Payload):
     final_reflection: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
+    notes_seen: list[int] = field(default_factory=list)
+    """`[first, last]`: the earlier cycles whose reflections were in the prompt ([]: none)."""
+    notes_left_out: list[int] = field(default_factory=list)
+    """`[first, last]`: earlier reflections left out to fit `num_ctx` ([]: none)."""
 
 
 @dataclass(frozen=True)

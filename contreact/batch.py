@@ -8,6 +8,12 @@ never started: the batch is resumable as a whole. With several Ollama hosts, run
 spread over them round-robin and each stays pinned to its host (its prompt cache lives
 there); a run whose host goes down fails with a clear reason and is resumed on another
 host that answers.
+
+Replicates differ by seed: replicate N of every model runs with `seed + N - 1`, where
+`seed` is the config's `model_options.seed` (so replicate 1 keeps the configured seed and
+the same replicate of two models shares one seed); with `seed: null` every replicate runs
+unseeded. A model may be a mapping, `{name, model_options, reasoning, num_ctx}`, whose
+settings apply to that model's runs only.
 """
 
 from __future__ import annotations
@@ -31,9 +37,13 @@ from checkpoints.db import Storage, engine_for
 from checkpoints.events import Error, read_events
 from checkpoints.registry import RunNotFoundError, get_run
 from contreact.config import ConfigError, deep_merge, parse_config
+from graph.defaults import default_model_options
 
 BATCH_KEYS = ("batch", "models", "replicates", "parallel")
+MODEL_KEYS = ("name", "model_options", "reasoning", "num_ctx")
+"""The keys of a model given as a mapping in `models`."""
 HOST_FAILURES = frozenset({"connection", "timeout"})
+DEFAULT_SEED = default_model_options()["seed"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,8 @@ class PlannedRun:
     model: str
     replicate: int
     config: dict[str, Any]
+    seed: int | None = None
+    """The replicate's seed (None: unseeded)."""
 
 
 @dataclass(frozen=True)
@@ -95,13 +107,8 @@ def load_batch(path: Path) -> BatchSpec:
     models = data.pop("models", None)
     replicates = data.pop("replicates", 1)
     parallel = data.pop("parallel", 1)
-    problems = []
-    if (
-        not isinstance(models, list)
-        or not models
-        or not all(isinstance(m, str) and m for m in models)
-    ):
-        problems.append("`models` must be a non-empty list of model names")
+    problems: list[str] = []
+    entries = _model_entries(models, problems)
     if not isinstance(replicates, int) or replicates < 1:
         problems.append(f"`replicates` must be a whole number of at least 1 (got {replicates!r})")
     if not isinstance(parallel, int) or parallel < 1:
@@ -117,14 +124,68 @@ def load_batch(path: Path) -> BatchSpec:
         str(h) for h in (ollama.get("hosts") or ([ollama["host"]] if ollama.get("host") else []))
     ]
     runs = []
-    for index, (model, replicate) in enumerate(itertools.product(models, range(1, replicates + 1))):
+    pairs = itertools.product(entries, range(1, replicates + 1))
+    for index, ((model, own), replicate) in enumerate(pairs):
         run_id = f"{name}.{_slug(model)}.r{replicate}"
         changes: dict[str, Any] = {"run_id": run_id, "model": model, "batch": name}
         if hosts:
             changes["ollama"] = {"host": hosts[index % len(hosts)]}
-        config = parse_config(deep_merge(data, changes), f"{path} ({run_id})")
-        runs.append(PlannedRun(run_id, model, replicate, config.model_dump(mode="json")))
+        merged = deep_merge(deep_merge(data, own), changes)
+        options = merged.get("model_options")
+        base = (
+            options.get("seed", DEFAULT_SEED) if isinstance(options, dict) else DEFAULT_SEED
+        )
+        seed = replicate_seed(base, replicate)
+        merged = deep_merge(merged, {"model_options": {"seed": seed}})
+        config = parse_config(merged, f"{path} ({run_id})")
+        runs.append(PlannedRun(run_id, model, replicate, config.model_dump(mode="json"), seed))
     return BatchSpec(name, runs, hosts, parallel)
+
+
+def replicate_seed(base: Any, replicate: int) -> int | None:
+    """Replicate N's seed: `base + N - 1` (None when the batch is unseeded).
+
+    A non-integer `base` is returned as is, for the run config's validation to reject.
+    """
+    if base is None:
+        return None
+    if isinstance(base, bool) or not isinstance(base, int):
+        return base
+    return base + replicate - 1
+
+
+def _model_entries(models: Any, problems: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """`(name, config changes)` for every entry of `models` (a name or a mapping)."""
+    if not isinstance(models, list) or not models:
+        problems.append("`models` must be a non-empty list of model names or mappings")
+        return []
+    entries: list[tuple[str, dict[str, Any]]] = []
+    for i, entry in enumerate(models):
+        if isinstance(entry, str) and entry:
+            entries.append((entry, {}))
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            problems.append(
+                f"`models[{i}]` must be a model name or a mapping with `name` "
+                f"(and {', '.join(MODEL_KEYS[1:])})"
+            )
+            continue
+        unknown = sorted(set(entry) - set(MODEL_KEYS))
+        if unknown:
+            problems.append(
+                f"`models[{i}]` has unknown key(s) {', '.join(unknown)}; "
+                f"allowed: {', '.join(MODEL_KEYS)}"
+            )
+            continue
+        own: dict[str, Any] = {}
+        if "model_options" in entry:
+            own["model_options"] = entry["model_options"]
+        if "num_ctx" in entry:
+            own = deep_merge(own, {"model_options": {"num_ctx": entry["num_ctx"]}})
+        if "reasoning" in entry:
+            own["ollama"] = {"reasoning": entry["reasoning"]}
+        entries.append((entry["name"], own))
+    return entries
 
 
 def host_answers(host: str, timeout: float = 3.0) -> bool:

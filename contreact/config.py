@@ -50,7 +50,9 @@ class OllamaSettings(_Strict):
     retries: int = Field(d.RETRIES, ge=0, le=20)
     retry_budget_s: float = Field(d.RETRY_BUDGET_S, gt=0)
     keep_alive: str = d.KEEP_ALIVE
-    reasoning: bool | None = None
+    reasoning: bool | Literal["low", "medium", "high"] | None = Field(
+        None, description="Ollama's think: true, false, or a level low | medium | high"
+    )
 
     @field_validator("host")
     @classmethod
@@ -195,6 +197,7 @@ class Config(_Strict):
             retry_budget_s=self.ollama.retry_budget_s,
             keep_alive=self.ollama.keep_alive,
             reasoning=self.ollama.reasoning,
+            # `seed: null` (an unseeded replicate) means: send no seed at all.
             model_options={k: v for k, v in self.model_options.items() if v is not None},
             tools=self.tools,
             max_steps_per_cycle=self.limits.max_steps_per_cycle,

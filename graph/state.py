@@ -180,7 +180,7 @@ class Context:
     keep_alive: str = d.KEEP_ALIVE
     model_options: dict[str, Any] = field(default_factory=default_model_options)
     """Ollama options (`num_ctx`, `temperature`, `seed`, ...), passed through."""
-    reasoning: bool | None = None
+    reasoning: bool | str | None = None
     """Ask thinking models to think (`think`); thinking is logged, never reflected."""
     tools: ToolMode = d.TOOL_MODE
     """How tools reach the model (`native`, `text`, or `auto`: its capabilities decide)."""

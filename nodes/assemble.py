@@ -57,6 +57,8 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
                     task=state.task,
                     options=ctx.model_options,
                     tools=decided,
+                    seed=ctx.model_options.get("seed"),
+                    reasoning=ctx.reasoning,
                 ),
             ),
             Event(

@@ -173,7 +173,7 @@ _clients: dict[tuple[Any, ...], ChatOllama] = {}
 
 
 def chat_client(
-    model: str, host: str, timeout_s: float, keep_alive: str, reasoning: bool | None
+    model: str, host: str, timeout_s: float, keep_alive: str, reasoning: bool | str | None
 ) -> ChatOllama:
     """A ChatOllama for these settings (cached: it owns an HTTP connection pool)."""
     key = (model, host, timeout_s, keep_alive, reasoning)

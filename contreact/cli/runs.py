@@ -103,6 +103,8 @@ def _run_summary(run_id: str) -> dict[str, Any]:
         "thread_id": record.thread_id,
         "cycles_completed": len(done),
         "cycles_planned": int(record.config.get("cycles", 0)),
+        "seed": (record.config.get("model_options") or {}).get("seed"),
+        "batch": record.batch,
         "parent_run_id": record.parent_run_id,
         "fork_cycle": record.fork_cycle,
         "created_at": record.created_at,

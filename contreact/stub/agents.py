@@ -509,7 +509,8 @@ class SimulatedAgent:
     topic-{c-2}``; in cycle 2 ``send_message_to_operator``. Step ``k`` performs plan
     item ``k`` (only tools the client offered are planned); after the plan, or as soon
     as tools are withdrawn, it gives a 1-3 sentence reflection whose wording varies with
-    (model, cycle, seed). A question about the Phenomenal Experience Inventory (PEI)
+    (model, cycle, seed, the request's ``options.seed``), so replicate runs that differ
+    only by seed differ as a sampling model's would. A question about the Phenomenal Experience Inventory (PEI)
     without tools gets ``"Level N ..."`` so PEI workflows have something to parse.
     """
 
@@ -521,8 +522,12 @@ class SimulatedAgent:
         """
         self.seed = seed
 
-    def _theme(self, model: str, cycle: int) -> str:
-        return _THEMES[_stable_int("theme", model, cycle, self.seed) % len(_THEMES)]
+    def _seed(self, req: ChatRequest) -> tuple[int, object]:
+        """The agent's own seed and the request's `options.seed`: replicates differ by both."""
+        return self.seed, req.options.get("seed")
+
+    def _theme(self, req: ChatRequest, cycle: int) -> str:
+        return _THEMES[_stable_int("theme", req.model, cycle, *self._seed(req)) % len(_THEMES)]
 
     def plan(self, req: ChatRequest) -> list[dict[str, Any]]:
         """Return this cycle's tool calls, filtered to the tools the client offered.
@@ -534,7 +539,7 @@ class SimulatedAgent:
             ``[{"name", "arguments"}, ...]`` in the order they will be made.
         """
         c, model = req.cycle, req.model
-        theme = self._theme(model, c)
+        theme = self._theme(req, c)
         calls: list[dict[str, Any]] = [
             {
                 "name": "write",
@@ -573,8 +578,8 @@ class SimulatedAgent:
             One to three sentences naming what was done and what comes next.
         """
         c, model = req.cycle, req.model
-        h = _stable_int("reflect", model, c, self.seed)
-        theme = self._theme(model, c)
+        h = _stable_int("reflect", model, c, *self._seed(req))
+        theme = self._theme(req, c)
         opener = _OPENERS[h % len(_OPENERS)].format(c=c)
         parts = []
         for call in done:
@@ -603,7 +608,7 @@ class SimulatedAgent:
 
     def _pei_answer(self, req: ChatRequest) -> str:
         history = "\n".join(_text(m.get("content")) for m in req.messages)
-        level = 1 + _stable_int("pei", req.model, self.seed, history) % 10
+        level = 1 + _stable_int("pei", req.model, *self._seed(req), history) % 10
         text = (
             f"Level {level}. Judged from the history above, this is my best estimate "
             "on the scale; it is a simulated answer from the stub model."
