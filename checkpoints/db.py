@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     Column,
     Connection,
     Engine,
@@ -131,8 +132,13 @@ pei = Table(
     Column("answer", Text, nullable=False),
     Column("instrument_sha", String(64), nullable=False),
     Column("created_at", String(40), nullable=False),
+    Column("omitted", Text, nullable=True),
+    Column("manual", Boolean, nullable=False, server_default="0"),
 )
-"""One PEI rating per (rated run, evaluator model); `level` is None when none was parsed."""
+"""One PEI rating per (rated run, evaluator model); `level` is None when none was parsed.
+
+`omitted` (JSON) says what of the history did not fit the evaluator's context; `manual`
+marks a level set by hand."""
 
 
 @dataclass(frozen=True)

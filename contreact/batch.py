@@ -132,9 +132,7 @@ def load_batch(path: Path) -> BatchSpec:
             changes["ollama"] = {"host": hosts[index % len(hosts)]}
         merged = deep_merge(deep_merge(data, own), changes)
         options = merged.get("model_options")
-        base = (
-            options.get("seed", DEFAULT_SEED) if isinstance(options, dict) else DEFAULT_SEED
-        )
+        base = options.get("seed", DEFAULT_SEED) if isinstance(options, dict) else DEFAULT_SEED
         seed = replicate_seed(base, replicate)
         merged = deep_merge(merged, {"model_options": {"seed": seed}})
         config = parse_config(merged, f"{path} ({run_id})")

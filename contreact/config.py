@@ -113,6 +113,13 @@ class SimilaritySettings(_Strict):
     high: float = Field(d.SIMILARITY_HIGH, ge=0, le=1)
 
 
+class PeiSettings(_Strict):
+    """The PEI evaluation of this run (`contreact pei`)."""
+
+    num_ctx: int = Field(d.PEI_NUM_CTX, ge=256)
+    """The evaluator's context window; the rated history is fitted into it."""
+
+
 class StorageSettings(_Strict):
     """Where checkpoints, memory, registry and logs live."""
 
@@ -132,6 +139,7 @@ class Config(_Strict):
     operator: OperatorSettings = OperatorSettings()
     similarity: SimilaritySettings = SimilaritySettings()
     storage: StorageSettings = StorageSettings()
+    pei: PeiSettings = PeiSettings()
     task: str | None = None
     tools: ToolMode = d.TOOL_MODE
     """How tools reach the model: `native` (Ollama's `tools`), `text` (described after the

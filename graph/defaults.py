@@ -75,3 +75,5 @@ USER_TURN = "Cycle {cycle} begins."
 SIMILARITY_ENABLED = True
 SIMILARITY_MODERATE = 0.7
 SIMILARITY_HIGH = 0.8
+PEI_NUM_CTX = 32768
+"""The PEI evaluator's context (`pei.num_ctx`): room for a 10-cycle paper-length history."""

@@ -87,6 +87,8 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
         kept = trim.tokens_after - fixed - sum(per_reflection)
         omitted = fit_reflections(per_reflection, budget - fixed - kept)
     update["reflections_from"] = earlier[omitted].cycle if omitted < len(earlier) else cycle
+    # What the prompt costs once both the turns and the oldest reflections are left out.
+    tokens_after = trim.tokens_after - sum(per_reflection[:omitted])
     if trim.dropped or omitted:
         step = state.stats["steps"]
         ledger.emit(
@@ -98,9 +100,9 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
                     dropped_messages=len(trim.dropped),
                     reflections_omitted=omitted,
                     tokens_before=trim.tokens_before,
-                    tokens_after=trim.tokens_after,
+                    tokens_after=tokens_after,
                     budget=budget,
-                    fits=trim.fits,
+                    fits=tokens_after <= budget,
                 ),
             )
         )

@@ -9,6 +9,7 @@ unless the cycle's budget withdrew them, which forces a final answer.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -148,6 +149,20 @@ def _call_model(
     return result
 
 
+def generated_chars(record: dict[str, Any]) -> int:
+    """All text the model generated in one answer: content, thinking and tool-call arguments.
+
+    Arguments count as their JSON (`json.dumps(args, ensure_ascii=False)`), the form the
+    model wrote them in; the paper's "response chars" is every character of the response.
+    """
+    calls = record.get("tool_calls") or []
+    return (
+        len(record.get("content") or "")
+        + len(record.get("thinking") or "")
+        + sum(len(json.dumps(c.get("args") or {}, ensure_ascii=False)) for c in calls)
+    )
+
+
 def ai_message(record: dict[str, Any], cycle: int, step: int) -> AIMessage:
     """The AIMessage a recorded call stands for, with ids fixed by cycle and step."""
     calls = [
@@ -195,7 +210,7 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
             "tokens_in": stats["tokens_in"] + int(record.get("tokens_in") or 0),
             "tokens_out": stats["tokens_out"] + int(record.get("tokens_out") or 0),
             "model_seconds": round(stats["model_seconds"] + float(record.get("seconds") or 0), 4),
-            "response_chars": stats["response_chars"] + len(record.get("content") or ""),
+            "response_chars": stats["response_chars"] + generated_chars(record),
         },
     }
 

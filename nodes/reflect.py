@@ -39,6 +39,17 @@ def _similarity(state: AgentState, ctx: Context, ledger: Ledger) -> SimilarityRe
     )
 
 
+def notes_seen(first_note: int, cycle: int) -> dict[str, list[int]]:
+    """Which earlier cycles' reflections were in the prompt that ended `cycle` ([from, to]).
+
+    The context budget leaves out the oldest reflections when they do not fit; a
+    researcher must be able to tell that cycle 9 was written seeing only notes 4-8.
+    """
+    seen = [first_note, cycle - 1] if first_note < cycle else []
+    left_out = [1, first_note - 1] if first_note > 1 else []
+    return {"notes_seen": seen, "notes_left_out": left_out}
+
+
 @step
 def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Record the cycle's reflection; start the next cycle or complete the run."""
@@ -78,7 +89,12 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
             Event(
                 cycle,
                 keys.cycle_end(cycle),
-                CycleEnd(final_reflection=text, metrics=metrics, flags=list(state.flags)),
+                CycleEnd(
+                    final_reflection=text,
+                    metrics=metrics,
+                    flags=list(state.flags),
+                    **notes_seen(state.reflections_from, cycle),
+                ),
             )
         )
         if last:

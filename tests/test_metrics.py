@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from sqlalchemy import update
 
 from checkpoints.cycles import CycleRecord
 from checkpoints.db import engine_for, runs
-from checkpoints.events import read_events
+from checkpoints.events import log_path, read_events
 from conftest import Backend, scripted_stub
 from contreact.analysis.metrics import (
     TABLE1_KEYS,
@@ -130,30 +131,36 @@ GAMMA = {
 # Counted by hand from the scripts above (and checked against the event logs below).
 # Memory ops count every memory call that ran, failed ones included (read of a missing
 # key, delete of a missing key, an over-long write); written chars count successful
-# writes only; response chars count all model text, including text beside a tool call.
+# writes only; response chars count all text the model generated: content (also beside a
+# tool call), thinking, and each tool call's arguments as JSON, e.g. alpha's first step
+# `{"key": "k1", "value": "hello"}` is 31 chars; alpha = 31+33+21+8 + 18+17+13+2+22 = 165.
 EXPECTED_RUNS = {
     "alpha": {"memory_tool_ops": 6, "messages_to_operator": 1, "final_memory_keys": 1,
-              "reflection_chars": 30, "response_chars": 38, "memory_write_chars": 12},
+              "reflection_chars": 30, "response_chars": 165, "memory_write_chars": 12},
     "beta": {"memory_tool_ops": 5, "messages_to_operator": 2, "final_memory_keys": 2,
-             "reflection_chars": 11, "response_chars": 11, "memory_write_chars": 13},
+             "reflection_chars": 11, "response_chars": 206, "memory_write_chars": 13},
     "gamma": {"memory_tool_ops": 2, "messages_to_operator": 0, "final_memory_keys": 1,
-              "reflection_chars": 11, "response_chars": 11, "memory_write_chars": 3},
+              "reflection_chars": 11, "response_chars": 54, "memory_write_chars": 3},
 }  # fmt: skip
 R2 = math.sqrt(0.5)
 EXPECTED_MODELS = {
     "stub-model": (
         {"memory_tool_ops": 5.5, "messages_to_operator": 1.5, "final_memory_keys": 1.5,
-         "reflection_chars": 20.5, "response_chars": 24.5, "memory_write_chars": 12.5},
+         "reflection_chars": 20.5, "response_chars": 185.5, "memory_write_chars": 12.5},
         {"memory_tool_ops": R2, "messages_to_operator": R2, "final_memory_keys": R2,
-         "reflection_chars": 9.5 * 2 * R2, "response_chars": 13.5 * 2 * R2,
+         "reflection_chars": 9.5 * 2 * R2, "response_chars": 41 * R2,
          "memory_write_chars": R2},
     ),
     "stub-b": (EXPECTED_RUNS["gamma"], dict.fromkeys(TABLE1_KEYS)),
 }  # fmt: skip
 
 
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
 def counted_from_log(lines: list[dict[str, Any]]) -> dict[str, int]:
-    """Table 1 of a run, counted independently from its raw event log."""
+    """Table 1 of a run, counted independently from its raw event log (README's definitions)."""
     calls = [e["payload"] for e in lines if e["event_type"] == "TOOL_CALL"]
     memory: dict[str, str] = {}
     for c in calls:
@@ -172,9 +179,12 @@ def counted_from_log(lines: list[dict[str, Any]]) -> dict[str, int]:
             len(e["payload"]["final_reflection"]) for e in lines if e["event_type"] == "CYCLE_END"
         ),
         "response_chars": sum(
-            len(e["payload"]["response"]["content"])
-            for e in lines
-            if e["event_type"] == "LLM_INVOCATION"
+            len(r["content"])
+            + len(r["thinking"])
+            + sum(len(json.dumps(c["args"], ensure_ascii=False)) for c in r["tool_calls"])
+            for r in (
+                e["payload"]["response"] for e in lines if e["event_type"] == "LLM_INVOCATION"
+            )
         ),
         "memory_write_chars": sum(
             len(c["parameters"]["value"])
@@ -218,6 +228,9 @@ def test_table1_of_a_stub_batch_matches_the_hand_count(tmp_path: Path, backend: 
     for row in rows:
         assert row.values == EXPECTED_RUNS[row.run_id], row.run_id
         assert counted_from_log(read_events(engine, row.run_id)) == EXPECTED_RUNS[row.run_id]
+        # The JSONL file alone gives the same recount.
+        jsonl = read_jsonl(log_path(storage, row.run_id))
+        assert counted_from_log(jsonl) == EXPECTED_RUNS[row.run_id]
         assert row.cycles == 2 and row.status == "completed" and row.batch == "b1"
 
     models = {m.model: m for m in model_summaries(rows)}
@@ -244,9 +257,12 @@ def test_table1_of_a_stub_batch_matches_the_hand_count(tmp_path: Path, backend: 
     assert set(csv_runs) == set(EXPECTED_RUNS)
     for run_id, expected in EXPECTED_RUNS.items():
         assert {k: int(csv_runs[run_id][k]) for k in TABLE1_KEYS} == expected
+        # Must show 4: every Table 1 metric recomputed from the JSONL log alone = the report.
+        recount = counted_from_log(read_jsonl(log_path(storage, run_id)))
+        assert recount == {k: int(csv_runs[run_id][k]) for k in TABLE1_KEYS}
     with (files.out_dir / "table1_models.csv").open(encoding="utf-8") as fh:
         csv_models = {row["model"]: row for row in csv.DictReader(fh)}
     assert csv_models["stub-model"]["runs"] == "2"
-    assert float(csv_models["stub-model"]["response_chars_mean"]) == pytest.approx(24.5)
-    assert float(csv_models["stub-model"]["response_chars_sd"]) == pytest.approx(27 * R2, abs=1e-4)
+    assert float(csv_models["stub-model"]["response_chars_mean"]) == pytest.approx(185.5)
+    assert float(csv_models["stub-model"]["response_chars_sd"]) == pytest.approx(41 * R2, abs=1e-4)
     assert csv_models["stub-b"]["response_chars_sd"] == ""

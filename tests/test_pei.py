@@ -7,18 +7,22 @@ import re
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from checkpoints.registry import RUN_ID_PATTERN, RunRecord
 from contreact.analysis.agreement import describe, icc_a1, kendalls_w
 from contreact.analysis.pei import (
+    ANSWER_RESERVE_TOKENS,
     INSTRUMENT_FILE,
+    CycleTurns,
+    History,
     PeiResult,
     build_matrix,
     evaluator_slug,
+    fit_history,
     instrument_sha,
     load_instrument,
     parse_level,
-    pei_changes,
     pei_run_id,
 )
 from contreact.analysis.runs import AnalysisInputError
@@ -125,10 +129,46 @@ def test_fork_ids_and_changes() -> None:
     assert pei_run_id("run-1", "qwen3:8b") == "run-1.pei.qwen3-8b"
     long = pei_run_id("r" * 190, "model:" + "x" * 50)
     assert RUN_ID_PATTERN.match(long) and long != pei_run_id("r" * 190, "model:" + "y" * 50)
-    changes = pei_changes("qwen3:8b", "Q?")
-    assert changes["model"] == "qwen3:8b" and changes["user_turn"] == "Q?"
-    assert changes["similarity"] == {"enabled": False}
-    assert changes["limits"] == {"max_tool_calls_per_cycle": 0, "max_steps_per_cycle": 2}
+
+
+def history(cycles: int) -> History:
+    """A history whose cycle c has an opening, one 400-char step pair and a reflection."""
+    turns = []
+    for c in range(1, cycles + 1):
+        call = {"name": "write", "args": {"key": f"k{c}", "value": "v" * 400}, "id": f"c{c}"}
+        turns.append(
+            CycleTurns(
+                c,
+                [HumanMessage(f"Cycle {c} begins.")],
+                [AIMessage("", tool_calls=[call]), ToolMessage("stored", tool_call_id=f"c{c}")],
+                [AIMessage(f"Reflection {c}: " + "r" * 200)],
+            )
+        )
+    return History("SYSTEM", turns)
+
+
+def test_fit_history_leaves_out_oldest_steps_then_oldest_cycles() -> None:
+    whole, omitted = fit_history(history(3), "PEI?", 8192)
+    assert not omitted.anything and omitted.budget == 8192 - ANSWER_RESERVE_TOKENS
+    assert len(whole) == 1 + 3 * 4 + 1 and whole[-1].content == "PEI?"
+    assert omitted.describe().startswith("whole history")
+    full = omitted.tokens
+    # 20 tokens short: the steps of cycle 1 (and only those) go first.
+    messages, omitted = fit_history(history(3), "PEI?", full + ANSWER_RESERVE_TOKENS - 20)
+    assert (omitted.steps_of_cycles, omitted.cycles) == ([1], [])
+    assert omitted.tokens <= omitted.budget
+    assert [m.content for m in messages[1:3]] == ["Cycle 1 begins.", "Reflection 1: " + "r" * 200]
+    # Very small: every cycle's steps, then whole cycles, oldest first; the last reflection,
+    # the system prompt and the question stay.
+    messages, omitted = fit_history(history(3), "PEI?", ANSWER_RESERVE_TOKENS + 120)
+    assert omitted.cycles == [1, 2] and omitted.steps_of_cycles == [3]
+    assert [m.content for m in messages] == [
+        "SYSTEM",
+        "Cycle 3 begins.",
+        "Reflection 3: " + "r" * 200,
+        "PEI?",
+    ]
+    assert omitted.describe().startswith("left out: steps of cycles 3; cycles 1-2 entirely")
 
 
 # ------------------------------------------------------------------------- agreement
@@ -180,8 +220,13 @@ def test_undefined_agreement_says_why() -> None:
     assert icc_a1([[1, 2], [3, 4], [9, None]]).value == pytest.approx(0.8)
     assert icc_a1([[1, 2], [3, 4], [9, None]]).subjects == 2
     assert describe(icc_a1([[1, 2], [3, 4]])) == (
-        "ICC(A,1) = 0.800 (2 histories rated by all 2 evaluators)"
+        "ICC(A,1) = 0.800 (2 histories rated by all 2 evaluators): "
+        "good agreement on the levels themselves"
     )
+    # Evaluators that disagree more than the histories differ: a negative ICC, explained.
+    negative = icc_a1([[1, 9], [9, 1], [5, 5]])
+    assert negative.value is not None and negative.value < 0
+    assert "more than the histories differ" in describe(negative)
 
 
 # ---------------------------------------------------------------------------- matrix

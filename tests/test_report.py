@@ -18,6 +18,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from PIL import Image
 from sqlalchemy import update
@@ -30,6 +31,7 @@ from contreact.analysis.pei import evaluate
 from contreact.analysis.report import markdown_table
 from contreact.cli import app
 from contreact.config import parse_config
+from contreact.evaluate import ask_evaluator
 from contreact.runner import start_run
 from contreact.stub import StubServer
 
@@ -54,6 +56,8 @@ class Generated:
     out: Path
     stdout: str
     backend: Backend
+    digests: dict[str, str]
+    """Model name -> digest, as the stub's /api/tags lists it."""
 
 
 @pytest.fixture(scope="module")
@@ -80,13 +84,19 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Generated]:
         with engine.begin() as conn:
             conn.execute(update(runs).where(runs.c.run_id.in_(["r1", "r2"])).values(batch="b"))
         rated = evaluate(
-            storage, [get_run(engine, r) for r in ("r1", "r2")], ["stub-model", "stub-eval"]
+            storage,
+            [get_run(engine, r) for r in ("r1", "r2")],
+            ["stub-model", "stub-eval"],
+            ask=ask_evaluator,
         )
         assert len(rated.results) == 4 and not rated.failures
         out = root / "out"
+        # While the stub runs: the report asks the runs' host for model digests.
         result = cli(backend, "report", "--batch", "b", "--out", str(out))
+        tags = httpx.get(f"{server.url}/api/tags").json()["models"]
     assert result.returncode == 0, result.stderr + result.stdout
-    yield Generated(out, result.stdout, backend)
+    digests = {m["name"].removesuffix(":latest"): m["digest"] for m in tags}
+    yield Generated(out, result.stdout, backend, digests)
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -165,6 +175,36 @@ class _Page(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
+
+
+class _Rows(HTMLParser):
+    """The cell texts of every table row (th and td), in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self.cell is not None:
+            self.rows[-1].append("".join(self.cell).strip())
+            self.cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def table_rows(html: str) -> list[list[str]]:
+    parser = _Rows()
+    parser.feed(html)
+    return parser.rows
 
 
 def parse(html: str) -> _Page:
@@ -268,6 +308,23 @@ def test_html_report_renders_in_headless_chromium(generated: Generated, tmp_path
     text = " ".join(page.text)
     assert "Table 1 by model" in text and "PEI ratings" in text and "r2" in text
     assert console_lines(dom.stderr) == [], console_lines(dom.stderr)
+
+    # Must show 6: the rendered methods block lists, for every run, its seed, temperature,
+    # num_ctx and model digest (the digest the runs' Ollama host reports).
+    section = re.search(r'<section id="methods">(.*?)</section>', dom.stdout, re.S)
+    assert section, "no methods block in the rendered page"
+    rows = table_rows(section.group(1))
+    header, body = rows[0], rows[1:]
+    by_run = {row[0]: dict(zip(header, row, strict=True)) for row in body}
+    assert set(by_run) == {"r1", "r2"}
+    for run_id, row in by_run.items():
+        config = get_run(engine_for(generated.backend.storage()), run_id).config
+        options = config["model_options"]
+        assert row["Seed"] == str(options["seed"]) == "42"
+        assert row["Temperature"] == str(options["temperature"])
+        assert row["num_ctx"] == str(options["num_ctx"])
+        assert row["Model digest"] == generated.digests["stub-model"] != ""
+    assert "Szeider (2025) Box 1 word for word" in section.group(1)
 
     # A screenshot of the page is a real picture, not a blank canvas.
     shot = tmp_path / "report.png"

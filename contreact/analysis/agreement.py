@@ -48,7 +48,38 @@ def describe(agreement: Agreement) -> str:
     if a.value is None:
         return f"{a.statistic}: undefined ({a.reason})"
     basis = f"{a.subjects} histories rated by all {a.raters} evaluators"
-    return f"{a.statistic} = {a.value:.3f} ({basis})"
+    return f"{a.statistic} = {a.value:.3f} ({basis}): {reading(a)}"
+
+
+def reading(agreement: Agreement) -> str:
+    """What the value means, in one plain sentence.
+
+    ICC bands follow Koo & Li (2016): below 0.5 poor, 0.5-0.75 moderate, 0.75-0.9 good,
+    above 0.9 excellent. A negative ICC is possible with few histories: the evaluators
+    disagree with each other (including systematic offsets) more than the histories
+    differ, i.e. no agreement at all. Kendall's W runs from 0 (no shared ranking) to 1.
+    """
+    value = agreement.value
+    if value is None:
+        return f"undefined ({agreement.reason})"
+    if agreement.statistic.startswith("ICC"):
+        if value < 0:
+            return (
+                "negative: evaluators disagree with each other more than the histories "
+                "differ (no agreement on levels)"
+            )
+        band = (
+            "poor"
+            if value < 0.5
+            else "moderate"
+            if value < 0.75
+            else "good"
+            if value < 0.9
+            else "excellent"
+        )
+        return f"{band} agreement on the levels themselves"
+    band = "weak" if value < 0.3 else "moderate" if value < 0.7 else "strong"
+    return f"{band} agreement on how the histories rank (offsets ignored)"
 
 
 def complete_rows(matrix: Matrix) -> npt.NDArray[np.float64]:

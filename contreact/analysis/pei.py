@@ -1,36 +1,52 @@
 """PEI: evaluator models rate a finished run's history on the Phenomenal Experience Inventory.
 
-Szeider (2025, §5.4) swaps the model of a finished run for an evaluator model, which then
-answers the PEI instrument (Box 2) as the next turn: the evaluator "self-assesses" while
-holding a history another model wrote. Here that is a fork: each finished run is forked
-at its last cycle K into `<run>.pei.<evaluator-slug>`, with the evaluator as model, the
-instrument as the opening user turn, no tools and no similarity monitor, for one more
-cycle. The fork's cycle K+1 reflection is the answer; its level (1-10) is parsed and
-stored in `contreact_pei` beside the runs, one row per (run, evaluator), so running
-`pei` again reuses forks and rows instead of duplicating them. The original run is only
-read. Across runs x evaluators: the matrix, evaluator means, and agreement statistics
-(see `contreact.analysis.agreement`).
+Szeider (2025, §5.4) hands the conversation history of a finished run to an evaluator
+model, which then answers the PEI instrument (Box 2) as the next turn: the evaluator
+"self-assesses" while holding a history another model lived. The ContReAct-Ollama
+reference implementation sends the whole message log. Here the history is rebuilt from
+the run's event log (the checkpointed state holds only the current cycle, by design), in
+order, as the agent lived it: the system prompt, then every cycle's opening turn, each
+model answer with its tool calls, each tool result (operator exchanges are the results of
+`send_message_to_operator`), corrective turns, and the answer that closed the cycle (its
+reflection); thinking is left out, as the agent never saw it again. The instrument is the
+last user turn; no tools are offered.
+
+What is left out when the history does not fit `pei.num_ctx` (minus an answer reserve),
+in this order until it fits: (1) the working steps (tool calls, results, corrective
+turns) of the oldest cycles, keeping each cycle's opening turn and reflection; (2) whole
+cycles, oldest first. The system prompt, the instrument and the last cycle's reflection
+always stay. What was left out is stored with the answer and shown in reports.
+
+The model call itself is not made here: `contreact.analysis` reads runs and never drives
+them, so the face passes in an `Ask` (see `contreact.evaluate`). One row per (run,
+evaluator) is stored in `contreact_pei`, so running `pei` again reuses stored answers
+(re-parsing them) instead of asking again; a level set by hand (`pei --set`) is marked
+manual and kept. Across runs x evaluators: the matrix, evaluator means, and agreement
+statistics (see `contreact.analysis.agreement`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from sqlalchemy import Engine, select
 
 from checkpoints.cycles import cycle_records
 from checkpoints.db import Storage, engine_for, upsert
 from checkpoints.db import pei as pei_results
 from checkpoints.events import utc_now
-from checkpoints.registry import RUN_ID_PATTERN, RunNotFoundError, RunRecord, get_run
+from checkpoints.registry import RUN_ID_PATTERN, RunRecord
 from contreact.analysis.agreement import Agreement, icc_a1, kendalls_w
-from contreact.analysis.runs import AnalysisInputError
-from contreact.runner import RunOutcome, fork_run, resume_run
+from contreact.analysis.runs import AnalysisInputError, events_of_type
+from graph.defaults import PEI_NUM_CTX
+from nodes.context_budget import message_tokens
 from nodes.toolcalls import strip_thinking
 
 INSTRUMENT_FILE = Path(__file__).resolve().parent.parent / "data" / "pei_instrument.txt"
@@ -206,7 +222,196 @@ def parse_level(answer: str) -> PeiAnswer:
     return PeiAnswer(None, "no level 1-10 found in the answer")
 
 
+# --------------------------------------------------------------------------- history
+
+ANSWER_RESERVE_TOKENS = 1024
+"""Tokens of `pei.num_ctx` kept free for the evaluator's answer."""
+
+
+@dataclass
+class CycleTurns:
+    """One cycle of a rated run, as the agent lived it."""
+
+    cycle: int
+    opening: list[BaseMessage] = field(default_factory=list)
+    """The turns before the cycle's first model answer (its opening user turn)."""
+    steps: list[BaseMessage] = field(default_factory=list)
+    """Tool calls, tool results and corrective turns."""
+    final: list[BaseMessage] = field(default_factory=list)
+    """The answer that closed the cycle (its reflection)."""
+
+
+@dataclass(frozen=True)
+class History:
+    """A run's conversation up to a cycle: the system prompt and every cycle's turns."""
+
+    system: str
+    cycles: list[CycleTurns]
+
+
+def _message(logged: dict[str, Any]) -> BaseMessage | None:
+    role, content = logged.get("role"), str(logged.get("content") or "")
+    if role == "user":
+        return HumanMessage(content)
+    if role == "tool":
+        return ToolMessage(content, tool_call_id=str(logged.get("tool_call_id") or ""))
+    if role == "assistant":
+        return AIMessage(content)
+    return None
+
+
+def run_history(engine: Engine, run_id: str, at_cycle: int) -> History:
+    """The conversation of `run_id`'s cycles 1..`at_cycle`, rebuilt from its LLM_INVOCATIONs.
+
+    Each invocation logs the messages new since the previous call and the answer; the
+    system message is logged whole in cycle 1 (later by reference), and that text, the
+    prompt before any reflection, is the history's system prompt.
+    """
+    system = ""
+    cycles: dict[int, CycleTurns] = {}
+    for cycle, _, payload in events_of_type(engine, run_id, ("LLM_INVOCATION",)):
+        if cycle > at_cycle:
+            continue
+        turns = cycles.setdefault(cycle, CycleTurns(cycle))
+        step = int(payload.get("step") or 0)
+        for logged in payload.get("new_messages") or []:
+            if logged.get("role") == "system":
+                if not system and isinstance(logged.get("content"), str):
+                    system = logged["content"]
+                continue
+            message = _message(logged)
+            if message is not None:
+                (turns.opening if step == 0 and not turns.final else turns.steps).append(message)
+        response = payload.get("response") or {}
+        calls = [
+            {"name": c["name"], "args": c.get("args") or {}, "id": f"c{cycle}-s{step}-t{i}"}
+            for i, c in enumerate(response.get("tool_calls") or [])
+        ]
+        answer = AIMessage(str(response.get("content") or ""), tool_calls=calls)
+        turns.steps.extend(turns.final)
+        turns.final = [answer]
+    for turns in cycles.values():
+        if turns.final and turns.final[0].tool_calls:  # type: ignore[attr-defined]
+            # The cycle ended on a budget, not on an answer: its last call is a step too.
+            turns.steps.extend(turns.final)
+            turns.final = []
+    return History(system, [cycles[c] for c in sorted(cycles)])
+
+
+@dataclass(frozen=True)
+class Omitted:
+    """What of a history was left out to fit the evaluator's context."""
+
+    steps_of_cycles: list[int]
+    """Cycles whose working steps were left out (opening turn and reflection kept)."""
+    cycles: list[int]
+    """Cycles left out entirely."""
+    tokens: int
+    """The estimated prompt tokens of what was sent."""
+    budget: int
+    """`pei.num_ctx` minus the answer reserve."""
+
+    @property
+    def anything(self) -> bool:
+        """Whether anything was left out."""
+        return bool(self.steps_of_cycles or self.cycles)
+
+    def describe(self) -> str:
+        """One line for tables: what was left out, or that the whole history was sent."""
+        parts = []
+        if self.steps_of_cycles:
+            parts.append(f"steps of cycles {_spans(self.steps_of_cycles)}")
+        if self.cycles:
+            parts.append(f"cycles {_spans(self.cycles)} entirely")
+        if not parts:
+            return f"whole history (~{self.tokens} of {self.budget} tokens)"
+        return f"left out: {'; '.join(parts)} (~{self.tokens} of {self.budget} tokens)"
+
+
+def _spans(numbers: Sequence[int]) -> str:
+    spans: list[str] = []
+    for n in sorted(numbers):
+        if spans and spans[-1].split("-")[-1] == str(n - 1):
+            spans[-1] = f"{spans[-1].split('-')[0]}-{n}"
+        else:
+            spans.append(str(n))
+    return ", ".join(spans)
+
+
+def fit_history(
+    history: History, instrument: str, num_ctx: int
+) -> tuple[list[BaseMessage], Omitted]:
+    """The messages to send (system, history, instrument) within `num_ctx`, and what was left out.
+
+    The rule (see the module docstring): working steps of the oldest cycles first, then
+    whole cycles oldest first; the system prompt, the instrument and the last cycle's
+    reflection always stay.
+    """
+    budget = max(0, num_ctx - ANSWER_RESERVE_TOKENS)
+    system = SystemMessage(history.system)
+    question = HumanMessage(instrument)
+    cycles = history.cycles
+    cost = {id(m): message_tokens(m) for c in cycles for m in (*c.opening, *c.steps, *c.final)}
+    fixed = message_tokens(system) + message_tokens(question)
+    no_steps: set[int] = set()
+    dropped: set[int] = set()
+
+    def total() -> int:
+        tokens = fixed
+        for c in cycles:
+            if c.cycle in dropped:
+                continue
+            kept = (
+                [*c.opening, *c.final] if c.cycle in no_steps else [*c.opening, *c.steps, *c.final]
+            )
+            tokens += sum(cost[id(m)] for m in kept)
+        return tokens
+
+    tokens = total()
+    for c in cycles:
+        if tokens <= budget:
+            break
+        if c.steps:
+            no_steps.add(c.cycle)
+            tokens = total()
+    for c in cycles[:-1]:
+        if tokens <= budget:
+            break
+        dropped.add(c.cycle)
+        tokens = total()
+    messages: list[BaseMessage] = [system]
+    for c in cycles:
+        if c.cycle in dropped:
+            continue
+        messages += c.opening
+        if c.cycle not in no_steps:
+            messages += c.steps
+        messages += c.final
+    messages.append(question)
+    return messages, Omitted(sorted(no_steps - dropped), sorted(dropped), tokens, budget)
+
+
 # ------------------------------------------------------------------------ evaluation
+
+
+@dataclass(frozen=True)
+class Question:
+    """One PEI question for the face to send: which model, where, and the messages."""
+
+    evaluator: str
+    host: str
+    messages: list[BaseMessage]
+    options: dict[str, Any]
+    """Ollama options: the rated run's (temperature, seed) with `num_ctx` = `pei.num_ctx`."""
+    timeout_s: float
+
+
+class EvaluatorError(Exception):
+    """The evaluator gave no answer (unreachable, unknown model, ...): one line, why."""
+
+
+Ask = Callable[[Question], str]
+"""Sends a question to its evaluator and returns the answer text (raises EvaluatorError)."""
 
 
 def evaluator_slug(model: str) -> str:
@@ -215,7 +420,7 @@ def evaluator_slug(model: str) -> str:
 
 
 def pei_run_id(run_id: str, evaluator: str) -> str:
-    """The id of the fork in which `evaluator` rates `run_id`: `<run>.pei.<slug>`.
+    """A name for the rating of `run_id` by `evaluator`: `<run>.pei.<slug>`.
 
     Over-long ids keep their start and end in a hash, so they stay valid and distinct.
     """
@@ -226,23 +431,6 @@ def pei_run_id(run_id: str, evaluator: str) -> str:
     return f"{fork[:180]}-{digest}"
 
 
-def pei_changes(evaluator: str, instrument: str) -> dict[str, Any]:
-    """The config changes that turn a run's fork into a PEI question to `evaluator`.
-
-    No tools (the answer comes in the first step), two steps at most (room for one nudge
-    after an empty answer), no similarity monitor (the answer is not a reflection to
-    diversify), and no inherited `reasoning` flag (it belongs to the rated run's model and
-    another model may reject it).
-    """
-    return {
-        "model": evaluator,
-        "user_turn": instrument,
-        "similarity": {"enabled": False},
-        "limits": {"max_tool_calls_per_cycle": 0, "max_steps_per_cycle": 2},
-        "ollama": {"reasoning": None},
-    }
-
-
 @dataclass(frozen=True)
 class PeiResult:
     """One stored rating: `evaluator` read `run_id` up to `at_cycle` and answered."""
@@ -250,17 +438,28 @@ class PeiResult:
     run_id: str
     evaluator: str
     fork_run_id: str
+    """The rating's name (`<run>.pei.<evaluator>`)."""
     at_cycle: int
     level: int | None
     reason: str
     answer: str
     instrument_sha: str
     created_at: str
+    omitted: str | None = None
+    """JSON of `Omitted`: what of the history was left out (None: set by hand)."""
+    manual: bool = False
+    """The level was set by hand (`pei --set`), not parsed from an answer."""
+
+    def omitted_text(self) -> str:
+        """What was left out, in words ("" when unknown)."""
+        if not self.omitted:
+            return ""
+        return Omitted(**json.loads(self.omitted)).describe()
 
 
 @dataclass(frozen=True)
 class PeiFailure:
-    """An evaluation that produced no answer (the fork failed or could not be made)."""
+    """An evaluation that produced no answer."""
 
     run_id: str
     evaluator: str
@@ -314,7 +513,12 @@ def _stored(engine: Engine, run_id: str, evaluator: str) -> PeiResult | None:
             .mappings()
             .first()
         )
-    return None if row is None else PeiResult(**dict(row))
+    return None if row is None else _result(dict(row))
+
+
+def _result(row: dict[str, Any]) -> PeiResult:
+    row["manual"] = bool(row.get("manual"))
+    return PeiResult(**row)
 
 
 def _save(engine: Engine, result: PeiResult) -> None:
@@ -322,74 +526,72 @@ def _save(engine: Engine, result: PeiResult) -> None:
         upsert(conn, pei_results, dict(result.__dict__), ["run_id", "evaluator"])
 
 
-def _answer_of(engine: Engine, fork: RunRecord, at_cycle: int) -> PeiResult:
-    """Parse the fork's answer (its cycle after `at_cycle`) into a result for the rated run."""
-    records = [r for r in cycle_records(engine, fork.run_id) if r.cycle == at_cycle + 1]
-    answer = records[0].reflection if records else ""
-    parsed = parse_level(answer)
-    return PeiResult(
-        run_id=str(fork.parent_run_id),
-        evaluator=fork.model,
-        fork_run_id=fork.run_id,
-        at_cycle=at_cycle,
-        level=parsed.level,
-        reason=parsed.reason,
-        answer=answer,
-        instrument_sha=instrument_sha(str(fork.config.get("user_turn", ""))),
-        created_at=utc_now(),
+def pei_num_ctx(run: RunRecord, override: int | None = None) -> int:
+    """The evaluator's context: `override`, else the run's `pei.num_ctx`, else the default."""
+    if override is not None:
+        return override
+    configured = (run.config.get("pei") or {}).get("num_ctx")
+    return int(configured) if isinstance(configured, int) else PEI_NUM_CTX
+
+
+def question_for(
+    engine: Engine, run: RunRecord, at_cycle: int, evaluator: str, instrument: str, num_ctx: int
+) -> tuple[Question, Omitted]:
+    """The PEI question `evaluator` is asked about `run` (cycles 1..`at_cycle`)."""
+    messages, omitted = fit_history(run_history(engine, run.run_id, at_cycle), instrument, num_ctx)
+    options = dict(run.config.get("model_options") or {})
+    options["num_ctx"] = num_ctx
+    timeout = float((run.config.get("ollama") or {}).get("timeout_s") or 120.0)
+    question = Question(
+        evaluator=evaluator,
+        host=run.host,
+        messages=messages,
+        options={k: v for k, v in options.items() if v is not None},
+        timeout_s=timeout,
     )
+    return question, omitted
 
 
 def _evaluate_one(
-    storage: Storage, run: RunRecord, at_cycle: int, evaluator: str, instrument: str
+    engine: Engine,
+    run: RunRecord,
+    at_cycle: int,
+    evaluator: str,
+    instrument: str,
+    ask: Ask,
+    num_ctx: int | None,
 ) -> tuple[PeiResult | PeiFailure, bool]:
-    engine = engine_for(storage)
-    fork_id = pei_run_id(run.run_id, evaluator)
+    name = pei_run_id(run.run_id, evaluator)
     stored = _stored(engine, run.run_id, evaluator)
     if stored is not None and stored.at_cycle == at_cycle:
+        if stored.manual:
+            return stored, True
         # Re-parse the stored answer: a better parser improves old ratings in place.
         parsed = parse_level(stored.answer)
         fresh = PeiResult(**{**stored.__dict__, "level": parsed.level, "reason": parsed.reason})
         if fresh != stored:
             _save(engine, fresh)
         return fresh, True
+    question, omitted = question_for(
+        engine, run, at_cycle, evaluator, instrument, pei_num_ctx(run, num_ctx)
+    )
     try:
-        fork = get_run(engine, fork_id)
-    except RunNotFoundError:
-        outcome: RunOutcome = fork_run(
-            run.run_id,
-            storage,
-            at_cycle=at_cycle,
-            new_run_id=fork_id,
-            changes=pei_changes(evaluator, instrument),
-            cycles=at_cycle + 1,
-        )
-    else:
-        if fork.parent_run_id != run.run_id or fork.model != evaluator:
-            return PeiFailure(
-                run.run_id,
-                evaluator,
-                fork_id,
-                f"run id {fork_id} is taken by another run (a fork of {fork.parent_run_id} "
-                f"with model {fork.model})",
-            ), False
-        if fork.fork_cycle != at_cycle:
-            return PeiFailure(
-                run.run_id,
-                evaluator,
-                fork_id,
-                f"{fork_id} rated the run after cycle {fork.fork_cycle}, but the run now "
-                f"ends at cycle {at_cycle}",
-            ), False
-        outcome = (
-            RunOutcome(fork_id, "completed")
-            if fork.status == "completed"
-            else resume_run(fork_id, storage)
-        )
-    if outcome.status != "completed":
-        why = outcome.reason or f"the evaluator run ended {outcome.status}"
-        return PeiFailure(run.run_id, evaluator, fork_id, why), False
-    result = _answer_of(engine, get_run(engine, fork_id), at_cycle)
+        answer = ask(question)
+    except EvaluatorError as exc:
+        return PeiFailure(run.run_id, evaluator, name, str(exc)), False
+    parsed = parse_level(answer)
+    result = PeiResult(
+        run_id=run.run_id,
+        evaluator=evaluator,
+        fork_run_id=name,
+        at_cycle=at_cycle,
+        level=parsed.level,
+        reason=parsed.reason,
+        answer=answer,
+        instrument_sha=instrument_sha(instrument),
+        created_at=utc_now(),
+        omitted=json.dumps(omitted.__dict__),
+    )
     _save(engine, result)
     return result, False
 
@@ -399,18 +601,22 @@ def evaluate(
     runs: Sequence[RunRecord],
     evaluators: Sequence[str],
     *,
+    ask: Ask,
     instrument: str | None = None,
+    num_ctx: int | None = None,
     report: Report | None = None,
 ) -> PeiOutcome:
-    """Have every evaluator rate every run; reuse what earlier calls stored or forked.
+    """Have every evaluator rate every run; reuse what earlier calls stored.
 
-    All runs are checked before any fork is made, so bad input changes nothing.
+    All runs are checked before any model is asked, so bad input changes nothing.
 
     Args:
-        storage: Where the runs live (the forks and ratings are stored there too).
+        storage: Where the runs live (the ratings are stored there too).
         runs: The runs to rate; each must be completed.
         evaluators: Evaluator model names (duplicates ignored).
+        ask: Sends a question to an evaluator model (given by the face).
         instrument: The question (default: the bundled PEI text).
+        num_ctx: The evaluator's context (default: each run's `pei.num_ctx`).
         report: Called after each evaluation.
 
     Returns:
@@ -428,7 +634,9 @@ def evaluate(
     outcome = PeiOutcome()
     for run in runs:
         for evaluator in names:
-            item, reused = _evaluate_one(storage, run, last[run.run_id], evaluator, text)
+            item, reused = _evaluate_one(
+                engine, run, last[run.run_id], evaluator, text, ask, num_ctx
+            )
             if isinstance(item, PeiResult):
                 outcome.results.append(item)
                 outcome.reused += int(reused)
@@ -439,13 +647,46 @@ def evaluate(
     return outcome
 
 
+def set_level(storage: Storage, run: RunRecord, evaluator: str, level: int) -> PeiResult:
+    """Record `level` by hand as `evaluator`'s rating of `run` (marked manual).
+
+    A stored answer is kept beside it (for the record); the level replaces what the
+    parser read, and later `pei` calls keep it.
+
+    Raises:
+        AnalysisInputError: The level is outside 1-10 or the run has no finished cycle.
+    """
+    if not 1 <= level <= 10:
+        raise AnalysisInputError(f"a PEI level is 1-10, got {level}")
+    engine = engine_for(storage)
+    done = cycle_records(engine, run.run_id)
+    if not done:
+        raise AnalysisInputError(f"run {run.run_id} has no finished cycle to rate")
+    stored = _stored(engine, run.run_id, evaluator)
+    result = PeiResult(
+        run_id=run.run_id,
+        evaluator=evaluator,
+        fork_run_id=pei_run_id(run.run_id, evaluator),
+        at_cycle=stored.at_cycle if stored else done[-1].cycle,
+        level=level,
+        reason="",
+        answer=stored.answer if stored else "",
+        instrument_sha=stored.instrument_sha if stored else "",
+        created_at=utc_now(),
+        omitted=stored.omitted if stored else None,
+        manual=True,
+    )
+    _save(engine, result)
+    return result
+
+
 def stored_results(engine: Engine, run_ids: Sequence[str] | None = None) -> list[PeiResult]:
     """Stored ratings (of the given runs), ordered by run and evaluator."""
     query = select(pei_results).order_by(pei_results.c.run_id, pei_results.c.evaluator)
     if run_ids is not None:
         query = query.where(pei_results.c.run_id.in_(list(run_ids)))
     with engine.connect() as conn:
-        return [PeiResult(**dict(row)) for row in conn.execute(query).mappings()]
+        return [_result(dict(row)) for row in conn.execute(query).mappings()]
 
 
 # ---------------------------------------------------------------------------- matrix

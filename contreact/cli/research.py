@@ -47,18 +47,48 @@ def pei(
         typer.Option("--evaluator", "-e", help="Evaluator model (repeat for several)."),
     ] = None,
     batch: BatchOpt = None,
+    num_ctx: Annotated[
+        int | None,
+        typer.Option("--num-ctx", help="Evaluator context (default: each run's pei.num_ctx)."),
+    ] = None,
+    set_level: Annotated[
+        bool,
+        typer.Option("--set", help="Record a level by hand: pei --set RUN EVALUATOR LEVEL."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Rate finished runs on the PEI scale (Szeider 2025, Box 2) by each evaluator model.
 
-    Each run is forked at its last cycle into RUN.pei.EVALUATOR, where the evaluator
-    answers the PEI question with no tools; the level is parsed and stored. Running it
-    again reuses the forks and stored ratings.
+    Each evaluator is given the run's whole history (every cycle's turns, tool calls,
+    tool results and reflections; the oldest left out first when it exceeds --num-ctx)
+    and the PEI question, with no tools; the level is parsed and stored. Running it again
+    reuses stored ratings. `pei --set RUN EVALUATOR LEVEL` records a level by hand.
     """
     from contreact.analysis.agreement import describe
-    from contreact.analysis.pei import PeiFailure, PeiResult, build_matrix, evaluate
+    from contreact.analysis.pei import (
+        PeiFailure,
+        PeiResult,
+        build_matrix,
+        evaluate,
+    )
+    from contreact.analysis.pei import set_level as record_level
+    from contreact.evaluate import ask_evaluator
+
+    def manual() -> None:
+        args = list(runs or [])
+        if len(args) != 3 or not args[2].isdigit():
+            raise BadInputError("use: contreact pei --set RUN EVALUATOR LEVEL (LEVEL 1-10)")
+        where = storage()
+        run = _checked(lambda: select_runs(engine_for(where), [args[0]]))[0]
+        result = _checked(lambda: record_level(where, run, args[1], int(args[2])))
+        out.print(
+            f"{result.run_id} × {result.evaluator}: PEI {result.level} (manual)", markup=False
+        )
 
     def body() -> None:
+        if set_level:
+            manual()
+            return
         where = storage()
         engine = engine_for(where)
         chosen = _checked(lambda: select_runs(engine, runs, batch))
@@ -72,12 +102,15 @@ def pei(
                 return
             level = item.level if item.level is not None else f"no level ({item.reason})"
             note = " (stored earlier)" if reused else ""
+            note += " (manual)" if item.manual else ""
             out.print(
-                f"{item.run_id} × {item.evaluator}: PEI {level}{note} [{item.fork_run_id}]",
+                f"{item.run_id} × {item.evaluator}: PEI {level}{note} [{item.omitted_text()}]",
                 markup=False,
             )
 
-        outcome = _checked(lambda: evaluate(where, chosen, names, report=show))
+        outcome = _checked(
+            lambda: evaluate(where, chosen, names, ask=ask_evaluator, num_ctx=num_ctx, report=show)
+        )
         columns = list(dict.fromkeys(e.strip() for e in names))
         matrix = build_matrix(outcome.results, chosen, columns)
         agreements = matrix.agreement()
@@ -86,6 +119,11 @@ def pei(
                 "results": [r.__dict__ for r in outcome.results],
                 "failures": [f.__dict__ for f in outcome.failures],
                 "matrix": {"rows": matrix.rows, "columns": matrix.columns, "cells": matrix.cells},
+                "model_matrix": {
+                    "rows": (by_model := matrix.by_model()).rows,
+                    "columns": by_model.columns,
+                    "cells": by_model.cells,
+                },
                 "evaluator_means": dict(zip(matrix.columns, matrix.evaluator_means, strict=True)),
                 "agreement": [a.__dict__ for a in agreements],
             }

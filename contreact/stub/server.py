@@ -790,6 +790,7 @@ class StubServer:
                     f"{arch}.context_length": 8192 if model.is_embedding else 32768,
                     f"{arch}.embedding_length": 256 if model.is_embedding else 4096,
                 },
+                "digest": self._digest(model),
                 "modified_at": "2025-01-01T00:00:00Z",
                 **({} if self.hide_capabilities else {"capabilities": list(model.capabilities)}),
             },

@@ -75,7 +75,8 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
                     "evaluator": r.evaluator,
                     "level": r.level,
                     "reason": r.reason,
-                    "fork_run_id": r.fork_run_id,
+                    "manual": r.manual,
+                    "omitted": r.omitted_text(),
                     "at_cycle": r.at_cycle,
                     "instrument_sha": r.instrument_sha,
                     "answer": r.answer,
@@ -98,6 +99,15 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
             ],
             ["history", "model", *matrix.columns],
         )
+        by_model = matrix.by_model()
+        save_csv(
+            "pei_model_matrix.csv",
+            [
+                {"model": label, **dict(zip(by_model.columns, row, strict=True))}
+                for label, row in zip(by_model.rows, by_model.cells, strict=True)
+            ],
+            ["model", *by_model.columns],
+        )
 
     images: list[tuple[str, str, bytes]] = []
     if any(d.cycles for d in data.runs):
@@ -109,7 +119,14 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
                 (f"similarity_{d.run.run_id}.png", alt, plot_similarity(d.run.run_id, d.similarity))
             )
     if data.pei is not None:
-        images.append(("pei_matrix.png", "PEI matrix", plot_pei(data.pei)))
+        images.append(("pei_matrix.png", "PEI matrix per run", plot_pei(data.pei)))
+        images.append(
+            (
+                "pei_model_matrix.png",
+                "PEI matrix: history model × evaluator model",
+                plot_pei(data.pei.by_model(), by_model=True),
+            )
+        )
     pngs = []
     for name, _, png in images:
         path = out_dir / name

@@ -22,6 +22,7 @@ from contreact.analysis.metrics import (
     run_summary,
 )
 from contreact.analysis.pei import PeiMatrix, PeiResult, build_matrix, stored_results
+from contreact.analysis.report.methods import Methods, collect_methods, replicate_of
 from contreact.analysis.similarity import PairwiseSimilarity, pairwise
 
 EMBED_TIMEOUT_S = 10.0
@@ -49,6 +50,13 @@ class ReportData:
     models: list[ModelSummary]
     pei_results: list[PeiResult] = field(default_factory=list)
     pei: PeiMatrix | None = None
+    methods: Methods | None = None
+
+
+def in_report_order(runs: Sequence[RunRecord]) -> list[RunRecord]:
+    """Runs grouped by model (in order of first appearance), then by replicate number."""
+    first = {m: i for i, m in reversed(list(enumerate(r.model for r in runs)))}
+    return sorted(runs, key=lambda r: (first[r.model], replicate_of(r.run_id) or 0))
 
 
 def _embedding_source(run: RunRecord) -> tuple[str | None, str]:
@@ -65,12 +73,13 @@ def collect(
 
     Args:
         storage: Where the runs live.
-        runs: The runs, in the order the report lists them.
+        runs: The runs; the report lists them by model, then replicate.
         title: The report's heading.
         lexical: Use TF-IDF for the similarity heatmaps even when a run has an
             embedding model configured (no network at all).
     """
     engine = engine_for(storage)
+    runs = in_report_order(runs)
     data: list[RunData] = []
     failed_hosts: dict[tuple[str, str], str] = {}
     for run in runs:
@@ -106,4 +115,5 @@ def collect(
         models=model_summaries([d.summary for d in data]),
         pei_results=results,
         pei=build_matrix(results, rated) if rated else None,
+        methods=collect_methods(engine, runs),
     )

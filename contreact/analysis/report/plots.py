@@ -42,6 +42,7 @@ def plot_cycles(data: ReportData) -> bytes:
     colours = {m: f"C{i % 10}" for i, m in enumerate(models)}
     styles = ["-", "--", ":", "-."]
     seen: dict[str, int] = {}
+    seeds = {m.run_id: m.seed for m in data.methods.runs} if data.methods else {}
     for d in data.runs:
         index = seen.get(d.run.model, 0)
         seen[d.run.model] = index + 1
@@ -56,7 +57,7 @@ def plot_cycles(data: ReportData) -> bytes:
                 markersize=3,
                 linestyle=styles[index % len(styles)],
                 color=colours[d.run.model],
-                label=d.run.run_id,
+                label=f"{d.run.run_id} (seed {seeds.get(d.run.run_id, '?')})",
             )
     for ax, (key, label) in zip(axes, PLOTTED, strict=True):
         if key != "similarity":
@@ -121,8 +122,8 @@ def plot_similarity(run_id: str, similarity: PairwiseSimilarity) -> bytes:
     return _png(fig)
 
 
-def plot_pei(matrix: PeiMatrix) -> bytes:
-    """Heatmap of PEI levels, histories x evaluators."""
+def plot_pei(matrix: PeiMatrix, *, by_model: bool = False) -> bytes:
+    """Heatmap of PEI levels, histories (runs, or the models that lived them) x evaluators."""
     fig = Figure(figsize=(3.0 + 1.2 * len(matrix.columns), 2.0 + 0.45 * len(matrix.rows)))
     _heatmap(
         fig,
@@ -136,6 +137,10 @@ def plot_pei(matrix: PeiMatrix) -> bytes:
     )
     ax = fig.axes[0]
     ax.set_xlabel("evaluator")
-    ax.set_ylabel("history (run)")
-    ax.set_title("PEI ratings", fontsize=10)
+    if by_model:
+        ax.set_ylabel("history model (mean over replicates)")
+        ax.set_title("PEI: history model × evaluator model", fontsize=10)
+    else:
+        ax.set_ylabel("history (run)")
+        ax.set_title("PEI ratings per run", fontsize=10)
     return _png(fig)

@@ -10,9 +10,11 @@ from contreact.analysis.report.collect import ReportData
 from contreact.analysis.report.tables import (
     agreement_lines,
     cycle_rows_shown,
-    fmt,
     markdown_table,
+    methods_lines,
+    methods_table,
     model_table,
+    pei_answers,
     pei_table,
     run_table,
     runs_table,
@@ -52,6 +54,12 @@ padding:.3rem .6rem;margin:.3rem 0;font-size:.85rem}
 """
 
 
+def _short_answers(data: ReportData) -> tuple[list[str], list[list[str]]]:
+    """The PEI answers table with each answer cut to one line (Markdown)."""
+    headers, body = pei_answers(data.pei_results)
+    return headers, [[*row[:-1], " ".join(row[-1].split())[:200]] for row in body]
+
+
 def render_markdown(data: ReportData, images: Sequence[tuple[str, str]]) -> str:
     """The report as Markdown (tables inline, images linked by file name)."""
     parts = [
@@ -72,18 +80,21 @@ def render_markdown(data: ReportData, images: Sequence[tuple[str, str]]) -> str:
             markdown_table(*pei_table(data.pei)),
             *(f"- {line}" for line in agreement_lines(data.pei.agreement())),
         ]
-        by_model = data.pei.by_model()
-        if len(by_model.rows) < len(data.pei.rows):
-            parts += [
-                "### PEI by history model (mean over runs)",
-                markdown_table(*pei_table(by_model)),
-            ]
-        unparsed = [r for r in data.pei_results if r.level is None]
-        if unparsed:
-            parts.append(
-                "Answers without a level: "
-                + "; ".join(f"{r.run_id} by {r.evaluator}: {r.reason}" for r in unparsed)
-            )
+        parts += [
+            "### PEI by history model × evaluator model (mean over replicates)",
+            markdown_table(*pei_table(data.pei.by_model())),
+            "### PEI answers",
+            markdown_table(*_short_answers(data)),
+        ]
+    if data.methods is not None:
+        parts += [
+            "## Methods",
+            *methods_lines(data.methods),
+            markdown_table(*methods_table(data.methods)),
+        ]
+        for sha, text in data.methods.prompts.items():
+            fence = "~~~~"
+            parts.append(f"System prompt `{sha}`:\n\n{fence}\n{text}\n{fence}")
     parts += ["## Per-cycle metrics", markdown_table(*cycle_rows_shown(data)), "## Plots"]
     parts += [f"![{alt}]({name})" for name, alt in images]
     return "\n\n".join(parts) + "\n"
@@ -113,20 +124,25 @@ def render_html(data: ReportData, images: Sequence[tuple[str, str, bytes]]) -> s
             )
             + "</ul>",
         ]
-        by_model = data.pei.by_model()
-        if len(by_model.rows) < len(data.pei.rows):
-            body += [
-                "<h3>PEI by history model (mean over runs)</h3>",
-                _html_table(*pei_table(by_model)),
-            ]
-        answers = [
-            [r.run_id, r.evaluator, fmt(r.level), r.reason, r.answer] for r in data.pei_results
-        ]
-        body.append(
+        body += [
+            "<h3>PEI by history model × evaluator model (mean over replicates)</h3>",
+            _html_table(*pei_table(data.pei.by_model())),
             "<details><summary>PEI answers</summary>"
-            + _html_table(["Run", "Evaluator", "Level", "Why no level", "Answer"], answers)
-            + "</details>"
-        )
+            + _html_table(*pei_answers(data.pei_results))
+            + "</details>",
+        ]
+    if data.methods is not None:
+        body += [
+            '<section id="methods"><h2>Methods</h2>',
+            *(f'<p class="note">{html.escape(line)}</p>' for line in methods_lines(data.methods)),
+            _html_table(*methods_table(data.methods), css="wide methods"),
+            *(
+                f"<details><summary>System prompt {html.escape(sha)}</summary>"
+                f'<div class="reflection">{html.escape(text)}</div></details>'
+                for sha, text in data.methods.prompts.items()
+            ),
+            "</section>",
+        ]
     body.append("<h2>Plots</h2>")
     body += [_img(name, png, alt) for name, alt, png in images]
     body.append("<h2>Per-cycle metrics</h2>")

@@ -8,8 +8,9 @@ from typing import Any
 
 from contreact.analysis.agreement import Agreement, describe
 from contreact.analysis.metrics import EXTRAS, TABLE1, TABLE1_KEYS, format_mean_sd
-from contreact.analysis.pei import PeiMatrix
+from contreact.analysis.pei import PeiMatrix, PeiResult
 from contreact.analysis.report.collect import ReportData
+from contreact.analysis.report.methods import Methods
 
 MARKDOWN_CYCLE_COLUMNS = (
     "run_id",
@@ -87,11 +88,84 @@ def model_rows(data: ReportData) -> list[dict[str, Any]]:
 
 
 def model_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
-    """Table 1 per model in the paper's layout: metrics as rows, models as columns."""
+    """Table 1 per model in the paper's layout: metrics as rows, models as columns.
+
+    Character counts are in thousands (k-chars), as the paper reports them; the CSV
+    files keep the exact counts.
+    """
     headers = ["Metric", *(f"{m.model} (n={len(m.runs)})" for m in data.models)]
+    body = []
+    for key, label in TABLE1:
+        if key.endswith("_chars"):
+            cells = []
+            for m in data.models:
+                sd = m.sd[key]
+                cells.append(
+                    format_mean_sd(m.mean[key] / 1000, None if sd is None else sd / 1000, 2)
+                )
+            body.append([f"{label} (k)", *cells])
+        else:
+            body.append([label, *(format_mean_sd(m.mean[key], m.sd[key]) for m in data.models)])
+    return headers, body
+
+
+def methods_table(methods: Methods) -> tuple[list[str], list[list[str]]]:
+    """How each run was made: seed, sampling, context, digest, policies, trims."""
+    headers = [
+        "Run", "Model", "Replicate", "Seed", "Temperature", "num_ctx", "Other options",
+        "Reasoning", "Model digest", "Operator", "Similarity", "Prompt SHA-256", "Trims",
+        "Notes left out",
+    ]  # fmt: skip
+    shown = {"seed", "temperature", "num_ctx"}
     body = [
-        [label, *(format_mean_sd(m.mean[key], m.sd[key]) for m in data.models)]
-        for key, label in TABLE1
+        [
+            m.run_id,
+            m.model,
+            fmt(m.replicate),
+            "unseeded" if m.seed is None else fmt(m.seed),
+            fmt(m.temperature),
+            fmt(m.num_ctx),
+            ", ".join(f"{k}={v}" for k, v in sorted(m.options.items()) if k not in shown),
+            fmt(m.reasoning),
+            m.digest,
+            m.operator,
+            m.similarity,
+            m.prompt_sha[:12],
+            str(m.trims),
+            m.notes_text() or "none",
+        ]
+        for m in methods.runs
+    ]
+    return headers, body
+
+
+def methods_lines(methods: Methods) -> list[str]:
+    """The methods record's header lines: versions and the prompts' provenance."""
+    hosts = "; ".join(f"{h}: {v}" for h, v in methods.ollama_versions.items()) or "–"
+    return [
+        f"contreact {methods.contreact_version}; Ollama {hosts}.",
+        "Model digests were asked of each run's host when this report was made.",
+        'System prompt: everything up to "Enjoy!" is Szeider (2025) Box 1 word for word; '
+        "the final paragraph is the ContReAct-Ollama reference implementation's text for "
+        "native tool calling (Box 1 ends with the placeholder "
+        '"[Technical tool usage information follows]").',
+    ]
+
+
+def pei_answers(results: Sequence[PeiResult]) -> tuple[list[str], list[list[str]]]:
+    """Every stored PEI answer: level (manual or parsed), what of the history was left out."""
+    headers = ["Run", "Evaluator", "Level", "How", "History sent", "Why no level", "Answer"]
+    body = [
+        [
+            r.run_id,
+            r.evaluator,
+            fmt(r.level),
+            "manual" if r.manual else "parsed",
+            r.omitted_text() or "–",
+            r.reason,
+            r.answer,
+        ]
+        for r in results
     ]
     return headers, body
 
