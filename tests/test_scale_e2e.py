@@ -17,10 +17,16 @@ from conftest import ROOT, Backend, cli, cli_env, outcome, read_log, write_confi
 from contreact.stub import StubServer
 
 
+UNSEEDED = {"seed": None}
+
+
 def batch_config(path: Path, backend: Backend, **fields: object) -> Path:
     config = {
         "cycles": 3,
         "ollama": {"timeout_s": 20, "retries": 1, "retry_budget_s": 5},
+        # Unseeded: replicates differ only by seed, so unseeded replicates on the
+        # deterministic stub must each equal an unseeded reference run exactly.
+        "model_options": UNSEEDED,
         "storage": backend.storage_yaml(),
         **fields,
     }
@@ -33,7 +39,12 @@ def test_eight_concurrent_runs_are_exact(tmp_path: Path, backend: Backend) -> No
     with StubServer().start() as server:
         # Two cycles: every tool, the operator exchange and a cycle boundary, eight times at once.
         ref = write_config(
-            tmp_path / "ref.yaml", backend, run_id="ref", cycles=2, ollama={"host": server.url}
+            tmp_path / "ref.yaml",
+            backend,
+            run_id="ref",
+            cycles=2,
+            ollama={"host": server.url},
+            model_options=UNSEEDED,
         )
         assert cli(backend, "run", str(ref)).returncode == 0
         expected = outcome(backend, "ref")
@@ -88,6 +99,7 @@ def test_batch_killed_midway_resumes_every_run_once(
                 run_id=f"ref-{model}",
                 model=model,
                 ollama={"host": server.url},
+                model_options=UNSEEDED,
             )
             assert cli(backend, "run", str(ref)).returncode == 0
             expected[model] = outcome(backend, f"ref-{model}")
