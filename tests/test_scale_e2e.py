@@ -16,7 +16,6 @@ import yaml
 from conftest import ROOT, Backend, cli, cli_env, outcome, read_log, write_config
 from contreact.stub import StubServer
 
-
 UNSEEDED = {"seed": None}
 
 
