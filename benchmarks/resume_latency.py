@@ -95,10 +95,29 @@ def crash(cmd: list[str], crasher: Crasher, cycle: int) -> None:
         raise RuntimeError(f"the run ended (rc {proc.returncode}) before cycle {cycle}: {err}")
 
 
+def wait_undriven(where: BenchStorage, run_id: str, timeout_s: float = 30.0) -> None:
+    """Wait until the registry no longer counts the killed run as driven.
+
+    A run's driver beats while it drives; after a kill -9 the run counts as driven until
+    its heartbeat is stale, and `resume` refuses until then. That wait is the registry's
+    liveness rule, not resume latency, so it stays outside the measured interval.
+    """
+    from checkpoints.db import engine_for
+    from checkpoints.registry import get_run
+
+    engine = engine_for(where.storage())
+    deadline = time.monotonic() + timeout_s
+    while getattr(get_run(engine, run_id), "driven", False):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"run {run_id} still counts as driven after {timeout_s} s")
+        time.sleep(0.05)
+
+
 def resume_in_child(
     where: BenchStorage, run_id: str, stub: StampedStub, profile: bool
 ) -> tuple[float, float]:
     """Resume in a fresh child process; returns (cold latency, warm latency) in seconds."""
+    wait_undriven(where, run_id)
     cmd = [PYTHON, __file__, "--child", run_id, "--data-dir", str(where.data_dir)]
     if where.db_url:
         cmd += ["--child-db-url", where.db_url]
@@ -127,6 +146,7 @@ def first_after(stub: StampedStub, t0: float) -> float:
 
 def resume_cli(where: BenchStorage, run_id: str, stub: StampedStub) -> tuple[float, float]:
     """``contreact resume RUN``: (time to the first model request, whole process time)."""
+    wait_undriven(where, run_id)
     t0 = time.monotonic()
     done = subprocess.run(
         contreact_cmd(where, "resume", run_id, "--quiet"),
