@@ -131,6 +131,9 @@ class LlmInvocation(Payload):
     retries: list[dict[str, Any]] = field(default_factory=list)
     switched_to_text_tools: Any = None
     """Why the run switched to text tools at this call (the model refused native tools)."""
+    kept_as_text: bool = False
+    """Parts of the answer could not be stored as they were (a 401-digit integer, a lone
+    surrogate) and are kept losslessly as text (see `nodes.storable`)."""
     options: dict[str, Any] = field(default_factory=dict)
 
 

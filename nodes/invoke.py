@@ -36,6 +36,7 @@ from nodes.ollama_client import (
 )
 from nodes.prompts import build_prompt
 from nodes.session import engine_of, ledger_of, step
+from nodes.storable import storable
 from nodes.tool_mode import is_no_tools_error
 from tools.registry import TOOL_SCHEMAS
 
@@ -262,6 +263,9 @@ def _call_and_log(
             )
         )
         raise
+    # What the model sent may not fit a checkpoint or a database row as is (a 401-digit
+    # integer in a tool call, a lone surrogate): kept as text, and the event says so.
+    record, converted = storable(record)
     record["tools_offered"] = with_tools
     record["tool_mode"] = mode
     payload = LlmInvocation(
@@ -279,6 +283,7 @@ def _call_and_log(
         server_parse_error=record.get("server_parse_error"),
         retries=record["retries"],
         switched_to_text_tools=switched,
+        kept_as_text=converted,
         options={
             "model": ctx.model,
             "host": ctx.ollama_host,

@@ -9,6 +9,7 @@ with a one-line reason naming the model and host, its checkpoint intact for `res
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable
@@ -169,6 +170,28 @@ def with_retries(
             policy.sleep(wait)
 
 
+def read_error_body(response: httpx.Response) -> None:
+    """Turn an error answer whose body is JSON but not an object into a clean ResponseError.
+
+    The `ollama` client reads an error body with `json.loads(body).get("error")`, so a
+    proxy's or a broken server's `[]` or `"text"` on an HTTP 500 crashed it with
+    AttributeError, which no retry catches. Raised here first, it is a 5xx like any other
+    (retried) or a 4xx (one clear line).
+    """
+    if response.status_code < 400:
+        return
+    text = response.read().decode("utf-8", "replace").strip()
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return  # plain text or HTML: the client keeps it as the error text
+    if not isinstance(body, dict):
+        raise ollama.ResponseError(
+            f"HTTP {response.status_code} with a {type(body).__name__} body: {text[:200]}",
+            response.status_code,
+        )
+
+
 _clients: dict[tuple[Any, ...], ChatOllama] = {}
 
 
@@ -187,6 +210,9 @@ def chat_client(
             # httpx loads the CA bundle for every client unless told not to verify; a
             # plain-http local server has no certificate to verify (0.1-0.2 s per start).
             client_kwargs={"timeout": timeout_s, "verify": not host.startswith("http://")},
+            # Nodes call the model synchronously (also under Studio's server, in a worker
+            # thread); an async client would need an async hook.
+            sync_client_kwargs={"event_hooks": {"response": [read_error_body]}},
         )
         _clients[key] = client
     return client

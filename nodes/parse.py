@@ -19,6 +19,7 @@ from checkpoints import keys
 from graph.state import AgentState, Context, CycleStats, PendingCall
 from nodes.budgets import past_time_limit, steps_left
 from nodes.session import step as on_lineage
+from nodes.storable import storable
 from nodes.toolcalls import FinalAnswer, NoAnswer, ToolCalls, parse_response, server_parse_error
 from tools.registry import PARAMETER_SCHEMAS
 
@@ -61,11 +62,17 @@ def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     if isinstance(outcome, ToolCalls):
         if not more_steps:
             return _close(outcome.text, stats, budget_flag)
-        pending = [
-            PendingCall(id=keys.call_id(cycle, step, i), name=c.name, args=c.args, error=c.error)
-            for i, c in enumerate(outcome.calls)
-        ]
+        pending, converted = [], False
+        for i, c in enumerate(outcome.calls):
+            # Arguments decoded from text may hold what a checkpoint cannot (a 401-digit int).
+            args, changed = storable(c.args)
+            converted = converted or changed
+            pending.append(
+                PendingCall(id=keys.call_id(cycle, step, i), name=c.name, args=args, error=c.error)
+            )
         update: dict[str, Any] = {"outcome": "calls", "pending": pending, "stats": stats}
+        if converted and "values_kept_as_text" not in state.flags:
+            update["flags"] = [*state.flags, "values_kept_as_text"]
         if outcome.layer != "native":
             attached = [
                 {"name": p["name"], "args": p["args"], "id": p["id"], "type": "tool_call"}

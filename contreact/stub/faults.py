@@ -53,7 +53,7 @@ _DEFAULT_HTTP_ERRORS = {
     503: "server busy, please try again.  maximum pending requests exceeded",
 }
 
-_FAULT_KEYS = frozenset({"kind", "status", "error", "seconds", "path", "model", "times"})
+_FAULT_KEYS = frozenset({"kind", "status", "error", "body", "seconds", "path", "model", "times"})
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,8 @@ class Fault:
             ``tool_parse_error``.
         status: HTTP status for ``http`` (and 500 for ``tool_parse_error``).
         error: Error text for ``http`` and ``error_line``.
+        body: For ``http``: the raw response body instead of ``{"error": error}`` (a JSON
+            list, an HTML page, nothing): servers and proxies answer errors in any shape.
         seconds: Sleep before answering, for ``delay``.
         path: Request path it applies to (default ``/api/chat``; ``"*"`` = any).
         model: Only requests for this model (tag-insensitive), or any when ``None``.
@@ -73,6 +75,7 @@ class Fault:
     kind: str
     status: int = 500
     error: str = ""
+    body: str | None = None
     seconds: float = 0.0
     path: str = DEFAULT_FAULT_PATH
     model: str | None = None
@@ -120,6 +123,7 @@ class Fault:
             kind=kind,
             status=500 if kind == "tool_parse_error" else status,
             error=str(error),
+            body=None if data.get("body") is None else str(data["body"]),
             seconds=float(seconds),
             path=path,
             model=str(model) if model else None,

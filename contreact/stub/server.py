@@ -547,7 +547,10 @@ class StubServer:
             return
         self._sleep(self.latency_ms / 1000 + (fault.seconds if fault else 0.0))
         if fault is not None and fault.kind in ("http", "tool_parse_error"):
-            h.send_json(fault.status, {"error": fault.error})
+            if fault.body is not None:
+                h.send_bytes(fault.status, fault.body.encode(), "application/json")
+            else:
+                h.send_json(fault.status, {"error": fault.error})
             return
         if status != 200 or reply is None or req is None:
             h.send_json(status, {"error": error})
