@@ -57,6 +57,7 @@ runs = Table(
     # Epoch seconds, refreshed every second while a process drives the run: a run whose
     # heartbeat stopped is interrupted, whatever machine or container drove it.
     Column("heartbeat", Float, nullable=True),
+    Column("driver_host", String(255), nullable=True),
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
 )

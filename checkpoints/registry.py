@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import threading
 import time
 import uuid
@@ -62,6 +63,8 @@ class RunRecord:
     origin: str = "cli"
     """Where the run was started: `cli` (run, fork, batch, pei) or `studio`."""
     heartbeat: float | None = None
+    driver_host: str | None = None
+    """The machine whose process beats for the run (its pid is only meaningful there)."""
 
     @property
     def shown_status(self) -> ShownStatus:
@@ -79,6 +82,8 @@ class RunRecord:
         """
         if self.heartbeat is None:
             return self.process_alive
+        if self.driver_host == socket.gethostname() and not self.process_alive:
+            return False  # killed on this machine: no need to wait for the beat to go stale
         return time.time() - self.heartbeat < STALE_AFTER_S
 
     @property
@@ -204,7 +209,11 @@ def complete_studio_run(conn: Connection, run_id: str) -> None:
 def beat(engine: Engine, run_id: str) -> None:
     """Refresh the run's heartbeat (its driver is alive)."""
     with engine.begin() as conn:
-        conn.execute(update(runs).where(runs.c.run_id == run_id).values(heartbeat=time.time()))
+        conn.execute(
+            update(runs)
+            .where(runs.c.run_id == run_id)
+            .values(heartbeat=time.time(), driver_host=socket.gethostname())
+        )
 
 
 class Heartbeat:
