@@ -168,6 +168,16 @@ class Storage:
         return Path(database)
 
     @property
+    def shown_url(self) -> str:
+        """The URL for people and logs: the password, if any, as `***`."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def redact(self, text: str) -> str:
+        """`text` (an error message, say) with this URL's password, if any, as `***`."""
+        password = make_url(self.url).password
+        return text.replace(str(password), "***") if password else text
+
+    @property
     def libpq_url(self) -> str:
         """The PostgreSQL URL in the form psycopg expects (no `+driver`)."""
         url = make_url(self.url)

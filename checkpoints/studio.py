@@ -33,7 +33,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
 
 from checkpoints.db import (
     SQLITE_BUSY_TIMEOUT_MS,
@@ -207,7 +206,7 @@ async def studio_checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """
     global _publisher
     storage = await asyncio.to_thread(resolve_storage)
-    shown = make_url(storage.url).render_as_string(hide_password=True)
+    shown = storage.shown_url
     log.info("contreact: Studio uses the checkpoints in %s", shown)
     async with open_async_saver(storage) as saver:
         owner = _publisher is None

@@ -89,9 +89,13 @@ def run_checks(
     try:
         with engine_for(storage).connect():
             pass
-        yield Check("storage", True, storage.url)
+        yield Check("storage", True, storage.shown_url)
     except Exception as exc:  # noqa: BLE001 - any failure is the verdict
-        yield Check("storage", False, f"cannot open {storage.url}: {type(exc).__name__}: {exc}")
+        yield Check(
+            "storage",
+            False,
+            f"cannot open {storage.shown_url}: {storage.redact(f'{type(exc).__name__}: {exc}')}",
+        )
 
 
 def _tool_support(model: str, details: dict[str, Any], tools: str) -> Check:

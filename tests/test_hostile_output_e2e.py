@@ -84,3 +84,15 @@ def test_http_400_with_a_list_body_fails_with_one_line(
     assert done.returncode == 1
     assert "Traceback" not in done.stderr and "AttributeError" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_doctor_never_shows_a_storage_password(tmp_path: Path) -> None:
+    backend = Backend(
+        "postgres",
+        tmp_path / "runs",
+        "postgresql+psycopg://contreact:s3cret-pw@127.0.0.1:5432/no_such_database_here",
+    )
+    with StubServer().start() as server:
+        done = cli(backend, "doctor", "--model", "stub-model", "--host", server.url)
+    assert "s3cret-pw" not in done.stdout + done.stderr
+    assert "contreact:***@127.0.0.1" in done.stdout
