@@ -368,7 +368,15 @@ def _drive_steps(
             except ModelCallError as error:
                 return finish("failed", error.message)
             except KeyboardInterrupt:
-                finish("failed", f"interrupted; continue with `contreact resume {record.run_id}`")
+                # Ctrl-C or SIGTERM: the step in flight is abandoned (what it journaled
+                # replays on resume). The run stays `running` with nobody driving it, which
+                # `list` and `status` show as interrupted.
+                set_status(
+                    engine,
+                    record.run_id,
+                    "running",
+                    reason=f"interrupted; continue with `contreact resume {record.run_id}`",
+                )
                 raise
             except Exception as exc:
                 finish("failed", f"{type(exc).__name__}: {exc}")

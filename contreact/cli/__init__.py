@@ -4,6 +4,8 @@
 registers one family of commands on it.
 """
 
+import signal
+
 from contreact.cli import (  # noqa: F401 - each module registers its commands
     batch,
     chat,
@@ -15,6 +17,13 @@ from contreact.cli import (  # noqa: F401 - each module registers its commands
 from contreact.cli.app import app
 
 
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    # `kill`, systemd and batch runners stop a process with SIGTERM: end it the way
+    # Ctrl-C does, so the run is left resumable and marked interrupted, not half-written.
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     """Console-script entry point."""
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     app()
