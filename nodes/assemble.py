@@ -1,7 +1,8 @@
 """assemble: open the cycle if it has not started, and fit the next prompt into `num_ctx`.
 
-The prompt itself is rendered from the state by `nodes.prompts.build_prompt`; this node
-decides what the state holds when it is rendered. When the prompt would exceed `num_ctx`
+`prompt_of` builds the whole prompt of the next model call from the state (with the
+section builders of `nodes.prompts`); `invoke` sends exactly that. This node decides what
+the state holds when it is rendered. When the prompt would exceed `num_ctx`
 minus the output reserve, the oldest turns of the current cycle go first (a tool-call
 message and its results go together; the system message and the cycle's opening turn
 stay), then the oldest reflections. Each trim is logged as CONTEXT_TRIM.
@@ -11,22 +12,45 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import HumanMessage, RemoveMessage
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langgraph.runtime import Runtime
 
 from checkpoints import keys
-from checkpoints.cycles import earlier_notes
+from checkpoints.cycles import Note, earlier_notes
 from checkpoints.events import ContextTrim, CycleStart, Event, RunStart
 from graph.state import AgentState, Context
 from nodes.budgets import tools_offered
 from nodes.context_budget import estimate_tokens, fit_reflections, plan_trim
-from nodes.prompts import opening_turn, reflections_section, system_text
+from nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
 from nodes.session import engine_of, ledger_of
 from nodes.session import step as on_lineage
 from nodes.tool_mode import decide_tool_mode
 from tools.registry import TOOL_SCHEMAS
+
+
+def prompt_of(state: AgentState, notes: Sequence[Note], *, text_tools: bool) -> list[BaseMessage]:
+    """The whole prompt of the next model call: one system message, then the cycle.
+
+    A pure function of checkpointed state and the finished cycles' notes (rows that never
+    change), so a call replayed after a resume is sent byte for byte as before.
+
+    Args:
+        state: The run's state after this node's update.
+        notes: The notes of the cycles before `state.cycle`.
+        text_tools: Describe the tools in the system prompt (models without native tools).
+    """
+    return build_prompt(
+        notes,
+        state.messages,
+        first_cycle=state.reflections_from,
+        advisory=state.advisory,
+        task=state.task,
+        text_tools=text_tools,
+    )
+
 
 TOOLS_TOKENS = estimate_tokens(json.dumps(TOOL_SCHEMAS))
 """What the tool definitions cost in the prompt (Ollama renders them into it)."""

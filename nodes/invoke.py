@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 from sqlalchemy import Connection
 
@@ -24,6 +24,7 @@ from checkpoints.cycles import earlier_notes
 from checkpoints.events import Error, Event, LlmInvocation, count_events
 from checkpoints.journal import Ledger
 from graph.state import AgentState, Context
+from nodes.assemble import prompt_of
 from nodes.budgets import tools_offered
 from nodes.ollama_client import (
     ModelCallError,
@@ -34,7 +35,6 @@ from nodes.ollama_client import (
     is_server_tool_parse_error,
     with_retries,
 )
-from nodes.prompts import build_prompt
 from nodes.session import engine_of, ledger_of, step
 from nodes.storable import storable
 from nodes.tool_mode import is_no_tools_error
@@ -222,18 +222,11 @@ def _call_and_log(
     """Call the model; its record and LLM_INVOCATION payload (a failure is logged as ERROR)."""
     cycle, step_no = state.cycle, state.stats["steps"]
     earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
-    messages: Sequence[AnyMessage] = state.messages
     mode = state.tool_mode or "native"
 
     def prompt_in(mode: str) -> list[BaseMessage]:
-        return build_prompt(
-            earlier,
-            messages,
-            first_cycle=state.reflections_from,
-            advisory=state.advisory,
-            task=state.task,
-            text_tools=mode == "text",
-        )
+        # The prompt assemble built for this step, sent as it is.
+        return prompt_of(state, earlier, text_tools=mode == "text")
 
     prompt = prompt_in(mode)
     with_tools = mode == "native" and tools_offered(state.stats, ctx)

@@ -157,3 +157,26 @@ def test_studio_context_defaults_are_the_configs() -> None:
     for field in dataclasses.fields(Context):
         if field.name not in place:
             assert getattr(defaults, field.name) == getattr(derived, field.name), field.name
+
+
+def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
+    """Every model call receives `prompt_of` the state assemble left, message for message."""
+    from checkpoints.cycles import earlier_notes
+    from graph.state import AgentState
+    from nodes.assemble import prompt_of
+
+    chat = model("Note one.", tool("write", key="k", value="v"), tool("list"), "Note two.")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    ctx = context(tmp_path, chat)
+    thread: Any = {"configurable": {"thread_id": "t-seam"}}
+    graph.invoke(start("seam", 2), thread, context=ctx)
+    before_invoke = [
+        AgentState(**s.values) for s in graph.get_state_history(thread) if s.next == ("invoke",)
+    ][::-1]
+    assert len(before_invoke) == len(chat.prompts) == 4
+    engine = engine_for(ctx.storage)
+    for state, sent in zip(before_invoke, chat.prompts, strict=True):
+        built = prompt_of(
+            state, earlier_notes(engine, "seam", before=state.cycle), text_tools=False
+        )
+        assert [(m.type, m.content) for m in sent] == [(m.type, m.content) for m in built]
