@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast
@@ -353,7 +354,8 @@ def _drive_steps(
             try:
                 for chunk in graph.stream(
                     payload,
-                    invocation,
+                    # A run id per stream() call: the fork-point test runs once per call.
+                    {**invocation, "run_id": uuid.uuid4()},
                     context=ctx,
                     durability="sync",
                     stream_mode=["tasks", "updates"],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar, cast
@@ -141,10 +142,30 @@ def _current_checkpoint(runtime: Runtime[Context]) -> Checkpoint | None:
     return Checkpoint(str(info.thread_id), str(info.checkpoint_id or ""), saver)
 
 
+_checked_invocations: OrderedDict[tuple[str, str], None] = OrderedDict()
+"""(thread, invocation run id) whose first step was tested for a fork point. The later
+steps of one invocation run from checkpoints its own loop just wrote, which are never
+fork points, so one test per `invoke`/`stream` call is enough."""
+
+
+def _first_step_of_invocation(runtime: Runtime[Context], thread_id: str) -> bool:
+    info = runtime.execution_info
+    invocation = info.run_id if info is not None else None
+    if not invocation:
+        return True  # no run id to recognise the invocation by: test every step
+    key = (thread_id, str(invocation))
+    if key in _checked_invocations:
+        return False
+    _checked_invocations[key] = None
+    if len(_checked_invocations) > 4096:
+        _checked_invocations.popitem(last=False)
+    return True
+
+
 def lineage_of(state: AgentState, runtime: Runtime[Context]) -> str:
     """The lineage this step runs in: the state's own, or a new one at a fork point."""
     cp = _current_checkpoint(runtime)
-    if cp is None:
+    if cp is None or not _first_step_of_invocation(runtime, cp.thread_id):
         return state.lineage
     engine = engine_of(runtime.context)
     run_id = run_id_of(state)
