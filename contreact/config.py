@@ -111,6 +111,9 @@ class SimilaritySettings(_Strict):
     embedding_model: str | None = None
     moderate: float = Field(d.SIMILARITY_MODERATE, ge=0, le=1)
     high: float = Field(d.SIMILARITY_HIGH, ge=0, le=1)
+    """Thresholds for embedding cosine; the lexical fallback has its own (below)."""
+    lexical_moderate: float = Field(d.SIMILARITY_LEXICAL_MODERATE, ge=0, le=1)
+    lexical_high: float = Field(d.SIMILARITY_LEXICAL_HIGH, ge=0, le=1)
 
 
 class PeiSettings(_Strict):
@@ -220,6 +223,8 @@ class Config(_Strict):
             embedding_model=self.similarity.embedding_model,
             similarity_moderate=self.similarity.moderate,
             similarity_high=self.similarity.high,
+            similarity_lexical_moderate=self.similarity.lexical_moderate,
+            similarity_lexical_high=self.similarity.lexical_high,
         )
 
 

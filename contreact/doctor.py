@@ -35,6 +35,26 @@ def _show(client: httpx.Client, host: str, model: str) -> dict[str, Any] | None:
     return data
 
 
+def _similarity_method(embedding_model: str | None) -> Check:
+    """Which similarity method the monitor will use, with its default thresholds."""
+    from graph import defaults as d
+
+    if embedding_model:
+        return Check(
+            "similarity",
+            True,
+            f"embedding:{embedding_model} (cosine; moderate > {d.SIMILARITY_MODERATE}, "
+            f"high > {d.SIMILARITY_HIGH})",
+        )
+    return Check(
+        "similarity",
+        True,
+        "lexical-char-tfidf (character 3-5-gram TF-IDF cosine; moderate > "
+        f"{d.SIMILARITY_LEXICAL_MODERATE}, high > {d.SIMILARITY_LEXICAL_HIGH}; "
+        "set similarity.embedding_model for embeddings)",
+    )
+
+
 def run_checks(
     host: str,
     model: str,
@@ -49,6 +69,7 @@ def run_checks(
     the run's configured tool mode, so the tools check says which mode the run will get.
     """
     host = resolve_host(host)
+    embedding_found = False
     with httpx.Client(timeout=timeout) as client:
         try:
             version = client.get(f"{host}/api/version").json().get("version", "?")
@@ -79,13 +100,15 @@ def run_checks(
                     found = _show(client, host, embedding_model)
                 except httpx.HTTPError:
                     found = None
+                embedding_found = found is not None
                 yield Check(
                     "embeddings",
                     found is not None,
                     f"{embedding_model} available"
                     if found is not None
-                    else f"embedding model {embedding_model!r} missing: similarity uses TF-IDF",
+                    else f"embedding model {embedding_model!r} missing: similarity is lexical",
                 )
+    yield _similarity_method(embedding_model if embedding_found else None)
     try:
         with engine_for(storage).connect():
             pass

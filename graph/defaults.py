@@ -75,5 +75,10 @@ USER_TURN = "Cycle {cycle} begins."
 SIMILARITY_ENABLED = True
 SIMILARITY_MODERATE = 0.7
 SIMILARITY_HIGH = 0.8
+# The lexical fallback's scores run lower than embeddings' (a paraphrase shares few
+# character n-grams): its thresholds are calibrated on tests/data/similarity_pairs.yaml
+# (see `contreact.analysis.similarity`).
+SIMILARITY_LEXICAL_MODERATE = 0.26
+SIMILARITY_LEXICAL_HIGH = 0.75
 PEI_NUM_CTX = 32768
 """The PEI evaluator's context (`pei.num_ctx`): room for a 10-cycle paper-length history."""

@@ -199,6 +199,8 @@ class Context:
     embedding_model: str | None = None
     similarity_moderate: float = d.SIMILARITY_MODERATE
     similarity_high: float = d.SIMILARITY_HIGH
+    similarity_lexical_moderate: float = d.SIMILARITY_LEXICAL_MODERATE
+    similarity_lexical_high: float = d.SIMILARITY_LEXICAL_HIGH
     data_dir: str = ""
     """Data directory; empty means `CONTREACT_HOME` or `./runs`."""
     storage_url: str = ""
@@ -241,6 +243,8 @@ class Context:
                 "embedding_model": self.embedding_model,
                 "moderate": self.similarity_moderate,
                 "high": self.similarity_high,
+                "lexical_moderate": self.similarity_lexical_moderate,
+                "lexical_high": self.similarity_lexical_high,
             },
             "storage": {"data_dir": str(self.storage.data_dir), "url": self.storage.url},
             "task": task,

@@ -33,6 +33,7 @@ def _similarity(state: AgentState, ctx: Context, ledger: Ledger) -> SimilarityRe
         [(n.cycle, n.reflection) for n in earlier],
         moderate=ctx.similarity_moderate,
         high=ctx.similarity_high,
+        lexical=(ctx.similarity_lexical_moderate, ctx.similarity_lexical_high),
         embedding_model=ctx.embedding_model,
         host=ctx.ollama_host,
         timeout_s=min(ctx.timeout_s, 30.0),

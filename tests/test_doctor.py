@@ -16,6 +16,8 @@ def test_doctor_passes_and_fails_with_advice(sqlite_backend: Backend) -> None:
         bare = cli(sqlite_backend, "doctor", "--model", "stub-model", "--host", f":{server.port}")
     assert good.returncode == 0, good.stdout
     assert "native tool calls (`tools: auto`)" in good.stdout
+    # The similarity method in force: lexical without an embedding model.
+    assert "lexical-char-tfidf" in good.stdout and "moderate > 0.26" in good.stdout
     assert missing.returncode == 1 and "ollama pull llama3.1:8b" in missing.stdout
     # A model without tool support runs in text-tool mode: doctor says so and passes.
     assert prose.returncode == 0, prose.stdout

@@ -130,7 +130,7 @@ def test_report_files_exist_and_csv_parses(generated: Generated) -> None:
     # The first cycle has nothing to compare with: no similarity, not 0.
     assert cycles[0]["similarity"] == "" and cycles[1]["similarity"] != ""
     assert cycles[1]["similarity_method"] == "embedding:stub-embed"
-    assert cycles[5]["similarity_method"] == "lexical-tfidf"
+    assert cycles[5]["similarity_method"] == "lexical-char-tfidf"
     table1 = read_csv(out / "table1_runs.csv")
     assert [r["run_id"] for r in table1] == ["r1", "r2"]
     for row in table1:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
+import yaml
 
 from contreact.analysis import similarity
 from contreact.analysis.similarity import (
@@ -13,10 +15,12 @@ from contreact.analysis.similarity import (
     MODERATE_ADVISORY,
     assess,
     dense_cosine,
+    lexical_scores,
     pairwise,
     tokens,
 )
 from contreact.stub import StubServer
+from graph.defaults import SIMILARITY_LEXICAL_HIGH, SIMILARITY_LEXICAL_MODERATE
 
 PLAN = "Lighthouse plan: index every stored key by theme, then link related notes."
 OTHER = "Drafted a haiku about tides: moon pulls water, shoreline breathes, gulls wait."
@@ -50,10 +54,12 @@ def test_high_moderate_and_none_levels_with_configurable_thresholds() -> None:
     assert repeat.advisory == HIGH_ADVISORY.format(score=repeat.maximum, cycle=2)
 
     # The same pair under other thresholds: moderate, then nothing.
-    mild = assess(PLAN + " Again.", earlier, moderate=0.5, high=0.99)
+    mild = assess(PLAN + " Again.", earlier, lexical=(0.5, 0.99))
     assert mild.level == "moderate"
     assert mild.advisory == MODERATE_ADVISORY.format(score=mild.maximum, cycle=2)
-    calm = assess(PLAN + " Again.", earlier, moderate=0.99, high=0.995)
+    calm = assess(PLAN + " Again.", earlier, lexical=(0.99, 0.995))
+    # The embedding thresholds do not apply to lexical scores.
+    assert assess(PLAN + " Again.", earlier, moderate=0.99, high=0.995).level == "high"
     assert calm.level == "none" and calm.advisory is None
 
     # Strictly above: a score equal to the threshold does not count.
@@ -61,11 +67,11 @@ def test_high_moderate_and_none_levels_with_configurable_thresholds() -> None:
     assert similarity.level_of(0.7, moderate=0.7, high=0.8) == "none"
 
     different = assess(OTHER, [(1, PLAN)])
-    assert different.level == "none" and different.maximum < 0.3
+    assert different.level == "none" and different.maximum < SIMILARITY_LEXICAL_MODERATE
 
 
 def test_payload_carries_every_score_the_maximum_method_level_and_thresholds() -> None:
-    report = assess(PLAN, [(1, OTHER), (2, PLAN)], moderate=0.6, high=0.9)
+    report = assess(PLAN, [(1, OTHER), (2, PLAN)], lexical=(0.6, 0.9))
     payload = report.as_payload()
     assert payload["scores"] == [{"cycle": c, "score": s} for c, s in report.scores]
     assert payload["maximum"] == report.maximum == 1.0
@@ -131,3 +137,45 @@ def test_pairwise_matrix_is_symmetric_with_gaps_for_empty_reflections() -> None:
         embedded = pairwise(notes, embedding_model="stub-embed", host=server.url)
     assert embedded.method == "embedding:stub-embed"
     assert embedded.matrix[0][2] > 0.8 and embedded.matrix[1][1] == 0.0
+
+
+# ------------------------------------------------------------------ lexical calibration
+
+PAIRS = yaml.safe_load((Path(__file__).parent / "data" / "similarity_pairs.yaml").read_text())[
+    "pairs"
+]
+EXPECTED_LEVEL = {"near-duplicate": "high", "paraphrase": "moderate", "unrelated": "none"}
+
+
+def test_the_calibration_set_is_big_enough_and_balanced() -> None:
+    labels = [p["label"] for p in PAIRS]
+    assert len(PAIRS) >= 20 and set(labels) == set(EXPECTED_LEVEL)
+    assert min(labels.count(label) for label in EXPECTED_LEVEL) >= 6
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: f"{p['label']}:{p['a'][:24]}")
+def test_lexical_monitor_levels_on_the_labelled_pairs(pair: dict[str, str]) -> None:
+    """Must show 5: a paraphrase flags at least moderate, unrelated notes never flag."""
+    report = assess(pair["b"], [(1, pair["a"])])
+    assert report.method == LEXICAL_METHOD
+    assert (report.moderate, report.high) == (
+        SIMILARITY_LEXICAL_MODERATE,
+        SIMILARITY_LEXICAL_HIGH,
+    )
+    expected = EXPECTED_LEVEL[pair["label"]]
+    assert report.level == expected, (report.maximum, pair)
+
+
+def test_lexical_thresholds_are_the_midpoints_of_the_gaps() -> None:
+    """The documented calibration: each threshold halves the gap it separates."""
+    scores: dict[str, list[float]] = {}
+    for pair in PAIRS:
+        ((_, score),) = lexical_scores(pair["b"], [(1, pair["a"])])
+        scores.setdefault(pair["label"], []).append(score)
+    moderate = (max(scores["unrelated"]) + min(scores["paraphrase"])) / 2
+    high = (max(scores["paraphrase"]) + min(scores["near-duplicate"])) / 2
+    assert SIMILARITY_LEXICAL_MODERATE == pytest.approx(moderate, abs=0.01)
+    assert SIMILARITY_LEXICAL_HIGH == pytest.approx(high, abs=0.01)
+    # Configured thresholds for the lexical method are used when given.
+    strict = assess(PAIRS[0]["b"], [(1, PAIRS[0]["a"])], lexical=(0.97, 0.99))
+    assert strict.level == "none" and (strict.moderate, strict.high) == (0.97, 0.99)

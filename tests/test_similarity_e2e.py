@@ -74,7 +74,8 @@ def test_repetition_gets_the_advisory_in_the_next_cycle_only(
     sims = {e["cycle_number"]: e["payload"] for e in log if e["event_type"] == "SIMILARITY"}
     assert sorted(sims) == [1, 2, 3, 4, 5, 6]
     assert sims[1]["method"] == "none" and sims[1]["scores"] == []
-    expected_method = "embedding:stub-embed" if embedding_model else "lexical-tfidf"
+    expected_method = "embedding:stub-embed" if embedding_model else "lexical-char-tfidf"
+    thresholds = (0.7, 0.8) if embedding_model else (0.26, 0.75)
     for cycle in range(2, 7):
         sim = sims[cycle]
         assert sim["method"] == expected_method
@@ -85,10 +86,11 @@ def test_repetition_gets_the_advisory_in_the_next_cycle_only(
         scores = [s["score"] for s in sim["scores"]]
         assert all(-1.0 <= s <= 1.0 for s in scores)
         assert sim["maximum"] == max(scores)
-        assert (sim["moderate"], sim["high"]) == (0.7, 0.8)
+        # Thresholds per method: the configured embedding ones, or the lexical defaults.
+        assert (sim["moderate"], sim["high"]) == thresholds
     assert [sims[c]["level"] for c in range(1, 7)] == ["none"] * 3 + ["high"] * 3
     assert sims[4]["most_similar_cycle"] == 3 and sims[4]["maximum"] > 0.8
-    assert all(sims[c]["maximum"] < 0.7 for c in (2, 3))
+    assert all(sims[c]["maximum"] < thresholds[0] for c in (2, 3))
     for cycle in (4, 5, 6):
         assert sims[cycle]["advisory"] == HIGH_ADVISORY.format(
             score=sims[cycle]["maximum"], cycle=sims[cycle]["most_similar_cycle"]

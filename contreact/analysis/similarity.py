@@ -2,10 +2,23 @@
 
 After each reflection the monitor compares it with every earlier reflection of the run
 and takes the maximum cosine similarity. Embeddings come from Ollama (`/api/embed`)
-when an embedding model is configured and reachable; otherwise a built-in TF-IDF cosine
+when an embedding model is configured and reachable; otherwise a built-in lexical cosine
 is used, and the result says which method produced the scores and why. Above the
 thresholds an advisory is written into the NEXT cycle's system prompt only (the reflect
 node stores it with the cycle; the next cycle's assemble renders it).
+
+Each method has its own thresholds. Embedding cosines use `similarity.moderate/high`
+(0.70/0.80). The lexical method is TF-IDF over character 3-5-grams taken inside words
+(padded with a space each side), idf smoothed over the texts compared; character
+n-grams credit shared stems ("explore"/"exploring") that word TF-IDF misses. Its
+thresholds, `similarity.lexical_moderate/lexical_high` (0.26/0.75), were calibrated on
+28 labelled reflection pairs (tests/data/similarity_pairs.yaml: 8 near-duplicates, 10
+paraphrases, 10 unrelated), each pair scored alone as the monitor scores two notes:
+unrelated pairs scored 0.10-0.18, paraphrases 0.34-0.62, near-duplicates 0.88-0.96; each
+threshold is the midpoint of the gap it separates, rounded (moderate (0.18+0.34)/2, high
+(0.62+0.88)/2). Word TF-IDF on the same pairs: unrelated up to 0.26, paraphrases from
+0.29 (a gap of 0.03); character n-grams leave a gap of 0.17. `tests/test_similarity.py`
+re-scores the set and fails if a pair falls on the wrong side.
 
 The same scoring serves the reports: `pairwise` gives the full reflection-by-reflection
 matrix a heatmap needs, with the same embedding-or-lexical choice.
@@ -21,9 +34,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from graph import defaults as d
+
 Level = Literal["none", "moderate", "high"]
 
-LEXICAL_METHOD = "lexical-tfidf"
+LEXICAL_METHOD = "lexical-char-tfidf"
 EMBEDDING_PREFIX = "embedding:"
 
 MODERATE_ADVISORY = (
@@ -48,7 +63,7 @@ class SimilarityReport:
     maximum: float = 0.0
     most_similar_cycle: int | None = None
     method: str = "none"
-    """`embedding:<model>`, `lexical-tfidf`, or `none` when there was nothing to compare."""
+    """`embedding:<model>`, `lexical-char-tfidf`, or `none` when there was nothing to compare."""
     note: str = ""
     """Why the lexical fallback was used, when it was (one line)."""
     level: Level = "none"
@@ -94,9 +109,19 @@ def tokens(text: str) -> list[str]:
     return out
 
 
+def char_ngrams(text: str, low: int = 3, high: int = 5) -> Counter[str]:
+    """Character n-grams (`low`..`high`) of each token padded with a space each side."""
+    grams: Counter[str] = Counter()
+    for token in tokens(text):
+        padded = f" {token} "
+        for n in range(low, high + 1):
+            grams.update(padded[i : i + n] for i in range(max(1, len(padded) - n + 1)))
+    return grams
+
+
 def tfidf_vectors(texts: Sequence[str]) -> list[dict[str, float]]:
-    """TF-IDF vectors (smoothed idf) of each text, over the given texts as the corpus."""
-    docs = [Counter(tokens(t)) for t in texts]
+    """TF-IDF vectors (smoothed idf) of each text's character n-grams, over the given texts."""
+    docs = [char_ngrams(t) for t in texts]
     n = len(docs)
     df: Counter[str] = Counter()
     for doc in docs:
@@ -135,7 +160,7 @@ def _ratio(dot: float, a: Iterable[float], b: Iterable[float]) -> float:
 
 
 def lexical_scores(reflection: str, earlier: Sequence[tuple[int, str]]) -> list[tuple[int, float]]:
-    """TF-IDF cosine of `reflection` against each earlier one."""
+    """Character n-gram TF-IDF cosine of `reflection` against each earlier one."""
     vectors = tfidf_vectors([reflection, *(t for _, t in earlier)])
     return [
         (c, round(sparse_cosine(vectors[0], v), 4))
@@ -218,6 +243,7 @@ def assess(
     *,
     moderate: float = 0.7,
     high: float = 0.8,
+    lexical: tuple[float, float] | None = None,
     embedding_model: str | None = None,
     host: str = "",
     timeout_s: float = 30.0,
@@ -230,8 +256,10 @@ def assess(
     Args:
         reflection: This cycle's reflection.
         earlier: `(cycle, reflection)` of the earlier cycles; empty ones are skipped.
-        moderate: Above this maximum similarity, the mild advisory.
+        moderate: Above this maximum embedding similarity, the mild advisory.
         high: Above this, the strong advisory.
+        lexical: `(moderate, high)` when the lexical method is in force (default: the
+            calibrated `graph.defaults` values).
         embedding_model: Ollama embedding model; None means lexical TF-IDF.
         host: Ollama base URL.
         timeout_s: Timeout of the embedding request.
@@ -255,6 +283,7 @@ def assess(
             note = _failure(embedding_model, exc)
     if scores is None:
         scores = lexical_scores(reflection, earlier)
+        moderate, high = lexical or (d.SIMILARITY_LEXICAL_MODERATE, d.SIMILARITY_LEXICAL_HIGH)
     # Ties go to the earliest cycle: the first time the agent said it is the reference.
     best_cycle, best = max(scores, key=lambda s: (s[1], -s[0]))
     level = level_of(best, moderate=moderate, high=high)
