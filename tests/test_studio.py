@@ -264,6 +264,36 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
         state = api.get(f"/threads/{thread_id}/state").json()
         assert api.get(f"/threads/{thread_id}").json()["status"] == "idle"
 
+        # The CLI's research commands work on the Studio-started run too.
+        backend = dev_server.backend
+        forked = cli(backend, "fork", "studio-run", "--cycle", "1", "--as", "studio-fork")
+        assert forked.returncode == 0, forked.stderr
+        rated = cli(backend, "pei", "studio-run", "-e", "stub-model", "--json")
+        assert rated.returncode == 0, rated.stderr
+        reported = cli(backend, "report", "studio-run", "--out", str(backend.data_dir / "rep"))
+        assert reported.returncode == 0, reported.stderr
+        assert list((backend.data_dir / "rep").glob("*.html"))
+
+        # A second Studio run paused on the operator is answered from the CLI.
+        second = str(uuid.uuid4())
+        assert api.post("/threads", json={"thread_id": second}).status_code == 200
+        paused = api.post(
+            f"/threads/{second}/runs/wait",
+            json={
+                "assistant_id": "contreact",
+                "input": {"run_id": "studio-run-2", "last_cycle": 1},
+                "context": context,
+            },
+        )
+        assert paused.status_code == 200, paused.text
+        replied = cli(backend, "reply", "studio-run-2", "Answered from the CLI.")
+        assert replied.returncode == 0, replied.stderr + replied.stdout
+        log2 = read_log(backend, "studio-run-2")
+        answers = [e["payload"]["reply"] for e in log2 if e["event_type"] == "OPERATOR_MESSAGE"]
+        assert answers == ["Answered from the CLI."]
+        done = json.loads(cli(backend, "status", "studio-run-2", "--json").stdout)
+        assert done["status"] == "completed"
+
     assert state["next"] == []
     assert {k: state["values"][k] for k in ("run_id", "cycle", "status")} == {
         "run_id": "studio-run",
@@ -273,7 +303,7 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
     # The model got the reply as the tool result, once.
     tool_turns = [m for m in requests[2]["body"]["messages"] if m["role"] == "tool"]
     assert tool_turns[-1]["content"] == "Yes, I read you."
-    assert len(requests) == 4
+    assert len(requests) == 4  # the Studio run's own calls, before the fork and PEI
 
     # Persisted where the CLI looks: the event log, the memory table, the checkpoints.
     storage = dev_server.backend.storage()
