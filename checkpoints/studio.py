@@ -13,6 +13,11 @@ Two things a bare saver would get wrong:
   only in our database, so `GET /threads/{id}/state` answers 404 and Studio lists nothing.
   While the server runs, `publish_runs` registers every run of the registry as a thread
   of the `contreact` graph (under its thread UUID, see `contreact status RUN --json`).
+  The server computes a thread's status (`idle`, `busy`, `interrupted`, `error`) only from
+  runs it drove itself, so it would list a CLI run paused for the operator, or killed, as
+  `idle`; `publish_runs` also keeps the status of each published thread in step with the
+  registry (see `THREAD_STATUS`); a Studio run that fails in the server is marked failed in
+  the registry.
 * Deleting such a thread in Studio would delete the run's checkpoints behind the CLI's
   back (its registry, events and memory would stay, and `resume` would start over). The
   savers here refuse to delete the checkpoints of a registered run.
@@ -41,7 +46,13 @@ from checkpoints.db import (
     engine_for,
     resolve_storage,
 )
-from checkpoints.registry import RunRecord, find_by_thread, list_runs
+from checkpoints.registry import (
+    RunRecord,
+    ShownStatus,
+    find_by_thread,
+    list_runs,
+    set_status,
+)
 from checkpoints.saver import serializer
 
 log = logging.getLogger("contreact.studio")
@@ -51,6 +62,16 @@ STUDIO_GRAPH_ID = "contreact"
 
 PUBLISH_INTERVAL_S = 2.0
 """How often the registry is checked for runs the dev server does not list yet."""
+
+
+THREAD_STATUS: dict[ShownStatus, str] = {
+    "running": "busy",
+    "interrupted": "interrupted",  # killed or stopped: `contreact resume` continues it
+    "paused": "interrupted",  # waiting for the operator: `contreact reply` answers
+    "completed": "idle",
+    "failed": "error",
+}
+"""The dev server's thread status for a CLI run, by the status `contreact list` shows."""
 
 
 class RegisteredRunError(ValueError):
@@ -149,12 +170,50 @@ def _thread_metadata(record: RunRecord) -> dict[str, Any]:
     return {"contreact_run_id": record.run_id, "model": record.model, "source": "contreact-cli"}
 
 
+async def _server_thread(thread_id: str) -> dict[str, Any] | None:
+    """The dev server's own record of a thread (its status, error), or None.
+
+    The server's API cannot set a thread's status (it derives it from the runs it drove),
+    so this reads its runtime's store, in-process. Only `langgraph dev`'s in-memory
+    runtime is supported; elsewhere statuses stay as the server computes them.
+    """
+    try:
+        from langgraph_runtime.database import connect
+    except (ImportError, ValueError):  # not inside a langgraph dev server
+        return None
+    async with connect() as conn:
+        store = getattr(conn, "store", None)
+        for thread in store.get("threads", []) if isinstance(store, dict) else []:
+            if str(thread.get("thread_id")) == thread_id:
+                return thread  # type: ignore[no-any-return]
+    return None
+
+
+async def _sync_status(registry: Engine, record: RunRecord) -> None:
+    """Make the thread list and the registry agree on a run's status.
+
+    A CLI run's thread shows the registry's status (`THREAD_STATUS`); a Studio run that
+    failed in the server is marked failed in the registry, with the server's error.
+    """
+    thread = await _server_thread(record.thread_id)
+    if thread is None:
+        return
+    if record.origin != "studio":
+        thread["status"] = THREAD_STATUS[record.shown_status]
+    elif record.status == "running" and thread.get("status") == "error":
+        error = thread.get("error") or {}
+        detail = error.get("message") if isinstance(error, dict) else str(error)
+        reason = f"the Studio run failed: {detail or 'see the server log'}"
+        await asyncio.to_thread(set_status, registry, record.run_id, "failed", reason=reason)
+
+
 async def publish_runs(storage: Storage, interval_s: float = PUBLISH_INTERVAL_S) -> None:
     """Register every run of the registry as a dev-server thread, until cancelled.
 
-    Runs started by the CLI while the server is up appear within `interval_s`. Uses the
-    server's own API in-process (langgraph_sdk's loopback client), so nothing depends
-    on the server's internals or port.
+    Runs started by the CLI while the server is up appear within `interval_s`, and their
+    thread status follows the registry at the same pace. Threads are created through the
+    server's own API in-process (langgraph_sdk's loopback client); only the status needs
+    the runtime's store (`_set_thread_status`).
 
     Args:
         storage: Where the runs live.
@@ -170,7 +229,8 @@ async def publish_runs(storage: Storage, interval_s: float = PUBLISH_INTERVAL_S)
     try:
         while True:
             try:
-                for record in await asyncio.to_thread(list_runs, registry):
+                records = await asyncio.to_thread(list_runs, registry)
+                for record in records:
                     if record.thread_id in published:
                         continue
                     await client.threads.create(
@@ -180,6 +240,8 @@ async def publish_runs(storage: Storage, interval_s: float = PUBLISH_INTERVAL_S)
                         metadata=_thread_metadata(record),
                     )
                     published.add(record.thread_id)
+                for record in records:
+                    await _sync_status(registry, record)
                 failing = False
             except Exception as exc:  # noqa: BLE001 - the server must keep serving regardless
                 # Early ticks can race the server's own start-up: say it once, keep trying.

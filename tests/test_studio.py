@@ -294,6 +294,26 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
         done = json.loads(cli(backend, "status", "studio-run-2", "--json").stdout)
         assert done["status"] == "completed"
 
+        # A Studio run that fails in the server is failed for the CLI too, with the reason.
+        third = str(uuid.uuid4())
+        assert api.post("/threads", json={"thread_id": third}).status_code == 200
+        api.post(
+            f"/threads/{third}/runs/wait",
+            json={
+                "assistant_id": "contreact",
+                "input": {"run_id": "studio-run-3", "last_cycle": 1},
+                "context": {**context, "model": "no-such-model"},
+            },
+        )
+        assert api.get(f"/threads/{third}").json()["status"] == "error"
+        deadline = time.monotonic() + 10
+        while (
+            failed := json.loads(cli(backend, "status", "studio-run-3", "--json").stdout)
+        )["status"] != "failed" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert failed["status"] == "failed"
+        assert "no-such-model" in failed["reason"], failed
+
     assert state["next"] == []
     assert {k: state["values"][k] for k in ("run_id", "cycle", "status")} == {
         "run_id": "studio-run",
@@ -326,6 +346,18 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
     shown = cli(dev_server.backend, "show", "studio-run")
     assert "Reflection two." in shown.stdout, shown.stderr
     assert_no_blocking_calls(dev_server)
+
+
+def poll_thread_status(
+    api: httpx.Client, thread_id: str, wanted: str, timeout_s: float = 10
+) -> str:
+    """The thread's status in the server's thread list once it is `wanted` (or at timeout)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = str(api.get(f"/threads/{thread_id}").json()["status"])
+        if status == wanted or time.monotonic() > deadline:
+            return status
+        time.sleep(0.2)
 
 
 def poll_state(api: httpx.Client, thread_id: str, timeout_s: float = 20) -> dict[str, Any]:
@@ -376,6 +408,8 @@ def test_cli_run_is_readable_in_studio_and_stays_intact(
         thread = api.get(f"/threads/{thread_id}").json()
         assert thread["metadata"]["graph_id"] == "contreact"
         assert thread["metadata"]["contreact_run_id"] == "cli-run"
+        # The thread list tells a run waiting for its operator from an idle one.
+        assert poll_thread_status(api, thread_id, "interrupted") == "interrupted"
         assert len(api.post(f"/threads/{thread_id}/history", json={"limit": 100}).json()) > 3
 
         # Studio cannot delete a CLI run's checkpoints (they are the run's history).
@@ -393,6 +427,7 @@ def test_cli_run_is_readable_in_studio_and_stays_intact(
         values = state["values"]
         assert (values["run_id"], values["cycle"], values["status"]) == ("cli-run", 2, "completed")
         assert state["next"] == [] and state["tasks"] == []
+        assert poll_thread_status(api, thread_id, "idle") == "idle"
 
     shown = cli(backend, "show", "cli-run")
     assert shown.returncode == 0, shown.stderr
