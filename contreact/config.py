@@ -18,7 +18,13 @@ from checkpoints.db import Storage, resolve_storage
 from checkpoints.registry import check_run_id
 from contreact.ollama_options import check_model_options
 from graph import defaults as d
-from graph.defaults import ToolMode, default_model_options, default_ollama_host, resolve_host
+from graph.defaults import (
+    CheckpointPolicy,
+    ToolMode,
+    default_model_options,
+    default_ollama_host,
+    resolve_host,
+)
 
 if TYPE_CHECKING:
     from graph.state import Context
@@ -130,6 +136,13 @@ class StorageSettings(_Strict):
     url: str | None = None
 
 
+class PersistenceSettings(_Strict):
+    """How often the run's state is checkpointed."""
+
+    checkpoints: CheckpointPolicy = d.CHECKPOINTS
+    """`cycle` (default): once per cycle and at every pause; `step`: after every step."""
+
+
 class Config(_Strict):
     """One run's configuration (SPEC §10)."""
 
@@ -142,6 +155,7 @@ class Config(_Strict):
     operator: OperatorSettings = OperatorSettings()
     similarity: SimilaritySettings = SimilaritySettings()
     storage: StorageSettings = StorageSettings()
+    persistence: PersistenceSettings = PersistenceSettings()
     pei: PeiSettings = PeiSettings()
     task: str | None = None
     tools: ToolMode = d.TOOL_MODE

@@ -350,14 +350,24 @@ def _drive_steps(
             progress.finished(outcome)
             return outcome
 
+        # `step`: a checkpoint after every step. `cycle`: one when the invocation exits,
+        # which it does after every cycle (and at every pause or error); a kill -9 in
+        # between loses only unsaved checkpoints, and the journal replays those steps.
+        per_cycle = config.persistence.checkpoints == "cycle"
         while True:
+            # An operator's reply reaches the graph as a pending write of the paused
+            # checkpoint, which only per-step durability saves at once; without it a kill
+            # before the cycle ends would lose the reply. So the rest of a cycle that was
+            # paused is checkpointed step by step (operator messages are rare).
+            saves_steps = not per_cycle or isinstance(payload, Command)
             try:
                 for chunk in graph.stream(
                     payload,
                     # A run id per stream() call: the fork-point test runs once per call.
                     {**invocation, "run_id": uuid.uuid4()},
                     context=ctx,
-                    durability="sync",
+                    durability="sync" if saves_steps else "exit",
+                    interrupt_after=["reflect"] if per_cycle else None,
                     stream_mode=["tasks", "updates"],
                 ):
                     mode, data = cast(tuple[str, dict[str, Any]], chunk)
@@ -388,6 +398,9 @@ def _drive_steps(
             if not asks:
                 if snapshot.values.get("status") == "completed" and not snapshot.next:
                     return finish("completed")
+                if per_cycle and tuple(snapshot.next) == ("assemble",):
+                    payload = None  # a cycle closed and was saved: on to the next
+                    continue
                 return finish("failed", f"the graph stopped unexpectedly before {snapshot.next}")
             message = str(asks[0].get("message", ""))
             answered = count_events(engine, record.run_id, event_type=OperatorMessage.event_type)

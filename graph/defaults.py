@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 DEFAULT_OLLAMA_PORT = 11434
 
 ToolMode = Literal["auto", "native", "text"]
+CheckpointPolicy = Literal["step", "cycle"]
 TOOL_MODE: ToolMode = "auto"
 """`auto`: the model's capabilities (`/api/show`) decide between native and text tools."""
 
@@ -81,4 +82,8 @@ SIMILARITY_HIGH = 0.8
 SIMILARITY_LEXICAL_MODERATE = 0.26
 SIMILARITY_LEXICAL_HIGH = 0.75
 PEI_NUM_CTX = 32768
+CHECKPOINTS: CheckpointPolicy = "cycle"
+"""`cycle`: one checkpoint per cycle (and at every pause); the journal replays an unfinished
+cycle's steps on resume. `step`: a checkpoint after every step (Studio time travel to any
+step of a CLI run). See the README's *Persistence* for the figures behind the default."""
 """The PEI evaluator's context (`pei.num_ctx`): room for a 10-cycle paper-length history."""

@@ -44,7 +44,11 @@ def tallied(path: Path) -> Counter[str]:
 
 
 @pytest.mark.slow
-def test_kill_and_resume_equals_uninterrupted(tmp_path: Path, backend: Backend) -> None:
+@pytest.mark.parametrize("policy", ["cycle", "step"])
+def test_kill_and_resume_equals_uninterrupted(
+    tmp_path: Path, backend: Backend, policy: str
+) -> None:
+    """In both checkpoint policies (`persistence.checkpoints`)."""
     ran_ref, ran_crash = tmp_path / "ref.tally", tmp_path / "crash.tally"
     with StubServer().start() as server:
         reference = write_config(
@@ -58,7 +62,12 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path: Path, backend: Backend) 
         sent: list[dict[str, Any]] = []  # requests of the crashed run, across stub resets
 
         crashed = write_config(
-            tmp_path / "crash.yaml", backend, run_id="crash", cycles=4, ollama={"host": server.url}
+            tmp_path / "crash.yaml",
+            backend,
+            run_id="crash",
+            cycles=4,
+            ollama={"host": server.url},
+            persistence={"checkpoints": policy},
         )
         env = {"CONTREACT_TALLY_FILE": str(ran_crash)}
         for command, point in KILLS:

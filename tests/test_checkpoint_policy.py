@@ -1,0 +1,71 @@
+"""`persistence.checkpoints`: `cycle` saves one checkpoint per cycle, `step` one per step.
+
+Both drive the same run: the same model requests, events, memory and reflections. What
+differs is only how much history is kept (and so what Studio's time travel can reach).
+The crash tests (`test_crash_resume.py`) run in both policies.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from conftest import Backend, cli, outcome, write_config
+from contreact.stub import StubServer
+
+
+def checkpoints_of(backend: Backend, run_id: str) -> int:
+    status = json.loads(cli(backend, "status", run_id, "--json").stdout)
+    with closing(sqlite3.connect(backend.storage().sqlite_path)) as conn:
+        (count,) = conn.execute(
+            "SELECT count(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
+            (status["thread_id"],),
+        ).fetchone()
+    return int(count)
+
+
+@pytest.mark.slow
+def test_cycle_policy_saves_once_per_cycle_and_runs_the_same(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    backend = sqlite_backend
+    sent: dict[str, Counter[str]] = {}
+    with StubServer().start() as server:
+        for policy in ("step", "cycle"):
+            config = write_config(
+                tmp_path / f"{policy}.yaml",
+                backend,
+                run_id=policy,
+                cycles=3,
+                ollama={"host": server.url},
+                persistence={"checkpoints": policy},
+            )
+            done = cli(backend, "run", str(config))
+            assert done.returncode == 0, done.stderr
+            sent[policy] = Counter(json.dumps(r["body"], sort_keys=True) for r in server.requests())
+            server.reset()
+
+    # The end of each cycle; and the simulated agent messages the operator in cycle 2: its
+    # pause, then (the reply is only safe once saved) each step up to that cycle's end.
+    assert 3 < checkpoints_of(backend, "cycle") <= 3 + 1 + 6
+    steps = sum(sent["step"].values())
+    assert checkpoints_of(backend, "step") > 3 * steps  # several per model call
+    assert sent["cycle"] == sent["step"]
+    assert outcome(backend, "cycle") == outcome(backend, "step")
+
+
+def test_an_unknown_policy_is_refused_with_the_choices(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    config = write_config(
+        tmp_path / "bad.yaml", sqlite_backend, persistence={"checkpoints": "every-step"}
+    )
+    refused = cli(sqlite_backend, "run", str(config))
+    assert refused.returncode == 2
+    assert "persistence.checkpoints" in refused.stderr
+    assert "'step' or 'cycle'" in refused.stderr, refused.stderr
