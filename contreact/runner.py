@@ -355,11 +355,16 @@ def _drive_steps(
         # between loses only unsaved checkpoints, and the journal replays those steps.
         per_cycle = config.persistence.checkpoints == "cycle"
         while True:
-            # An operator's reply reaches the graph as a pending write of the paused
-            # checkpoint, which only per-step durability saves at once; without it a kill
-            # before the cycle ends would lose the reply. So the rest of a cycle that was
-            # paused is checkpointed step by step (operator messages are rare).
-            saves_steps = not per_cycle or isinstance(payload, Command)
+            # Inputs that exist nowhere but in this invocation must be saved at once: an
+            # operator's reply (a pending write of the paused checkpoint) and the cycle
+            # that extends a completed run (lost, a resume would find the run completed).
+            # Those cycles are checkpointed step by step; they are rare. A new run's or a
+            # fork's first input is rebuilt from the registry if no checkpoint was saved.
+            saves_steps = (
+                not per_cycle
+                or isinstance(payload, Command)
+                or (isinstance(payload, dict) and state is not None)
+            )
             try:
                 for chunk in graph.stream(
                     payload,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Backend, cli, outcome, write_config
+from conftest import Backend, cli, cli_start, kill_when, outcome, write_config
 from contreact.stub import StubServer
 
 
@@ -69,3 +69,26 @@ def test_an_unknown_policy_is_refused_with_the_choices(
     assert refused.returncode == 2
     assert "persistence.checkpoints" in refused.stderr
     assert "'step' or 'cycle'" in refused.stderr, refused.stderr
+
+
+@pytest.mark.slow
+def test_an_extension_killed_before_its_first_checkpoint_resumes(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    """The cycle that extends a completed run is saved at once, so a kill cannot lose it."""
+    backend = sqlite_backend
+    with StubServer().start() as server:
+        config = write_config(
+            tmp_path / "ext.yaml", backend, run_id="ext", cycles=1, ollama={"host": server.url}
+        )
+        assert cli(backend, "run", str(config)).returncode == 0
+        seen = len(server.requests())
+        server.add_faults({"kind": "delay", "seconds": 60})
+        proc = cli_start(backend, "resume", "ext", "--cycles", "1")
+        kill_when(proc, lambda: len(server.requests()) > seen)
+        server.reset(faults=True)
+        resumed = cli(backend, "resume", "ext")
+    assert resumed.returncode == 0, resumed.stderr + resumed.stdout
+    cycles, _memory, events = outcome(backend, "ext")
+    assert [c[0] for c in cycles] == [1, 2]
+    assert [e[1] for e in events].count("CYCLE_START") == 2

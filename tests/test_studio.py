@@ -307,9 +307,9 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
         )
         assert api.get(f"/threads/{third}").json()["status"] == "error"
         deadline = time.monotonic() + 10
-        while (
-            failed := json.loads(cli(backend, "status", "studio-run-3", "--json").stdout)
-        )["status"] != "failed" and time.monotonic() < deadline:
+        while (failed := json.loads(cli(backend, "status", "studio-run-3", "--json").stdout))[
+            "status"
+        ] != "failed" and time.monotonic() < deadline:
             time.sleep(0.5)
         assert failed["status"] == "failed"
         assert "no-such-model" in failed["reason"], failed
