@@ -200,6 +200,7 @@ class CycleEnd(Payload):
     """A cycle closed with its reflection."""
 
     event_type: ClassVar[EventType] = "CYCLE_END"
+    optional: ClassVar[frozenset[str]] = frozenset({"reflection_fields"})
     final_reflection: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
@@ -207,6 +208,9 @@ class CycleEnd(Payload):
     """`[first, last]`: the earlier cycles whose reflections were in the prompt ([]: none)."""
     notes_left_out: list[int] = field(default_factory=list)
     """`[first, last]`: earlier reflections left out to fit `num_ctx` ([]: none)."""
+    reflection_fields: dict[str, Any] | None = None
+    """A structured reflection's fields (`reflection.format: json`), e.g. `plan`; left out
+    of the payload for text reflections and for notes that were not valid JSON."""
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,20 @@ problem in the file is reported at once, not one per attempt.
 from __future__ import annotations
 
 import difflib
+import json
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from checkpoints.db import Storage, resolve_storage
 from checkpoints.registry import check_run_id
@@ -20,11 +29,13 @@ from contreact.ollama_options import check_model_options
 from graph import defaults as d
 from graph.defaults import (
     CheckpointPolicy,
+    ReflectionFormat,
     ToolMode,
     default_model_options,
     default_ollama_host,
     resolve_host,
 )
+from nodes.reflection_format import schema_problems
 
 if TYPE_CHECKING:
     from graph.state import Context
@@ -129,6 +140,56 @@ class PeiSettings(_Strict):
     """The evaluator's context window; the rated history is fitted into it."""
 
 
+REFLECTION_SCHEMA_FILE = Path(__file__).resolve().parent / "data" / "reflection_schema.json"
+"""The default reflection schema: the paper's reflection/plan template (see its `$comment`)."""
+
+
+@cache
+def _bundled_schema_text() -> str:
+    return REFLECTION_SCHEMA_FILE.read_text(encoding="utf-8")
+
+
+def default_reflection_schema() -> dict[str, Any]:
+    """A fresh copy of the bundled reflection schema."""
+    schema: dict[str, Any] = json.loads(_bundled_schema_text())
+    return schema
+
+
+class ReflectionSettings(_Strict):
+    """The form of a cycle's final answer, its reflection.
+
+    `text` (the default) keeps it as written. `json` asks for one JSON object fitting
+    `schema` (omitted: the bundled reflection/plan template), checked like tool arguments;
+    the schema in force is written into the config, so the run's record names it and a
+    resumed run keeps it whatever a later contreact bundles.
+    """
+
+    format: ReflectionFormat = d.REFLECTION_FORMAT
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+
+    model_config = ConfigDict(
+        extra="forbid", validate_default=True, validate_by_name=True, serialize_by_alias=True
+    )
+
+    @field_validator("schema_", mode="before")
+    @classmethod
+    def _schema(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        problems = schema_problems(value)
+        if problems:
+            raise ValueError("not a usable reflection schema: " + "; ".join(problems))
+        return value
+
+    @model_validator(mode="after")
+    def _schema_in_force(self) -> ReflectionSettings:
+        if self.format == "text" and self.schema_ is not None:
+            raise ValueError("`schema` needs `format: json` (a text reflection has no schema)")
+        if self.format == "json" and self.schema_ is None:
+            self.schema_ = default_reflection_schema()
+        return self
+
+
 class StorageSettings(_Strict):
     """Where checkpoints, memory, registry and logs live."""
 
@@ -157,6 +218,7 @@ class Config(_Strict):
     storage: StorageSettings = StorageSettings()
     persistence: PersistenceSettings = PersistenceSettings()
     pei: PeiSettings = PeiSettings()
+    reflection: ReflectionSettings = ReflectionSettings()
     task: str | None = None
     tools: ToolMode = d.TOOL_MODE
     """How tools reach the model: `native` (Ollama's `tools`), `text` (described after the
@@ -239,6 +301,7 @@ class Config(_Strict):
             similarity_high=self.similarity.high,
             similarity_lexical_moderate=self.similarity.lexical_moderate,
             similarity_lexical_high=self.similarity.lexical_high,
+            reflection_schema=self.reflection.schema_,
         )
 
 
@@ -264,7 +327,10 @@ def _describe(error: Any) -> str:
         hint = ""
         if parent is not None:
             close = difflib.get_close_matches(
-                str(loc[-1]), list(parent.model_fields), n=1, cutoff=0.5
+                str(loc[-1]),
+                [f.alias or n for n, f in parent.model_fields.items()],
+                n=1,
+                cutoff=0.5,
             )
             if close:
                 prefix = ".".join(str(p) for p in loc[:-1])

@@ -15,6 +15,12 @@ TOOL_MODE: ToolMode = "auto"
 """`auto`: the model's capabilities (`/api/show`) decide between native and text tools."""
 
 
+ReflectionFormat = Literal["text", "json"]
+REFLECTION_FORMAT: ReflectionFormat = "text"
+"""`text`: a cycle's final answer is its note as written; `json`: one JSON object fitting
+the reflection schema (by default the paper's reflection/plan template)."""
+
+
 def resolve_host(value: str | None) -> str:
     """The base URL a host setting means, read exactly as Ollama's own client reads it.
 

@@ -201,6 +201,10 @@ class Context:
     similarity_high: float = d.SIMILARITY_HIGH
     similarity_lexical_moderate: float = d.SIMILARITY_LEXICAL_MODERATE
     similarity_lexical_high: float = d.SIMILARITY_LEXICAL_HIGH
+    reflection_schema: dict[str, Any] | None = None
+    """None: a cycle's final answer is its reflection as written (`reflection.format:
+    text`). A JSON schema: the final answer must be one JSON object fitting it, checked
+    like tool arguments and stored as canonical JSON (`reflection.format: json`)."""
     data_dir: str = ""
     """Data directory; empty means `CONTREACT_HOME` or `./runs`."""
     storage_url: str = ""
@@ -246,6 +250,11 @@ class Context:
                 "lexical_moderate": self.similarity_lexical_moderate,
                 "lexical_high": self.similarity_lexical_high,
             },
+            "reflection": (
+                {"format": "json", "schema": self.reflection_schema}
+                if self.reflection_schema is not None
+                else {"format": "text"}
+            ),
             "storage": {"data_dir": str(self.storage.data_dir), "url": self.storage.url},
             "task": task,
             "user_turn": self.user_turn,

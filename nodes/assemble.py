@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
@@ -31,16 +31,24 @@ from nodes.tool_mode import decide_tool_mode
 from tools.registry import TOOL_SCHEMAS
 
 
-def prompt_of(state: AgentState, notes: Sequence[Note], *, text_tools: bool) -> list[BaseMessage]:
+def prompt_of(
+    state: AgentState,
+    notes: Sequence[Note],
+    *,
+    text_tools: bool,
+    reflection_schema: Mapping[str, Any] | None = None,
+) -> list[BaseMessage]:
     """The whole prompt of the next model call: one system message, then the cycle.
 
-    A pure function of checkpointed state and the finished cycles' notes (rows that never
-    change), so a call replayed after a resume is sent byte for byte as before.
+    A pure function of checkpointed state, the finished cycles' notes (rows that never
+    change) and the run's reflection schema (fixed in its stored config), so a call
+    replayed after a resume is sent byte for byte as before.
 
     Args:
         state: The run's state after this node's update.
         notes: The notes of the cycles before `state.cycle`.
         text_tools: Describe the tools in the system prompt (models without native tools).
+        reflection_schema: Ask for structured (JSON) reflections fitting it; None: text.
     """
     return build_prompt(
         notes,
@@ -49,6 +57,7 @@ def prompt_of(state: AgentState, notes: Sequence[Note], *, text_tools: bool) -> 
         advisory=state.advisory,
         task=state.task,
         text_tools=text_tools,
+        reflection_schema=reflection_schema,
     )
 
 
@@ -99,7 +108,13 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     budget = ctx.num_ctx - ctx.output_reserve_tokens
     text_tools = tool_mode == "text"
     fixed = estimate_tokens(
-        system_text([], advisory=state.advisory, task=state.task, text_tools=text_tools)
+        system_text(
+            [],
+            advisory=state.advisory,
+            task=state.task,
+            text_tools=text_tools,
+            reflection_schema=ctx.reflection_schema,
+        )
     )
     if not text_tools and tools_offered(state.stats, ctx):
         fixed += TOOLS_TOKENS

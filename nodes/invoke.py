@@ -226,7 +226,9 @@ def _call_and_log(
 
     def prompt_in(mode: str) -> list[BaseMessage]:
         # The prompt assemble built for this step, sent as it is.
-        return prompt_of(state, earlier, text_tools=mode == "text")
+        return prompt_of(
+            state, earlier, text_tools=mode == "text", reflection_schema=ctx.reflection_schema
+        )
 
     prompt = prompt_in(mode)
     with_tools = mode == "native" and tools_offered(state.stats, ctx)

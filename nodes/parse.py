@@ -4,7 +4,9 @@ The layered parser (`nodes.toolcalls`) decides what the text means; this node de
 what the cycle does about it within its budgets: calls go to dispatch (text-format calls
 are attached to the assistant message as `tool_calls`, so every tool result follows its
 call), empty output gets a nudge (at most `max_nudges`), malformed output gets a
-corrective turn naming the valid tools, and a cycle out of steps closes, flagged.
+corrective turn naming the valid tools, a final answer that is not the structured
+reflection the run asks for (`reflection: {format: json}`) gets a corrective turn naming
+what is wrong, and a cycle out of steps closes, flagged.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from langgraph.runtime import Runtime
 from checkpoints import keys
 from graph.state import AgentState, Context, CycleStats, PendingCall
 from nodes.budgets import past_time_limit, steps_left
+from nodes.reflection_format import Accepted, check_reflection, correction
 from nodes.session import step as on_lineage
 from nodes.storable import storable
 from nodes.toolcalls import FinalAnswer, NoAnswer, ToolCalls, parse_response, server_parse_error
@@ -30,6 +33,16 @@ def _close(text: str, stats: CycleStats, *flags: str) -> dict[str, Any]:
     if not text:
         marks.append("empty_reflection")
     return {"outcome": "final", "final_text": text, "flags": marks, "pending": [], "stats": stats}
+
+
+def _correct(feedback: str, message_id: str, stats: CycleStats) -> dict[str, Any]:
+    """A corrective user turn after output that cannot be used; it counts as an error."""
+    return {
+        "outcome": "retry",
+        "pending": [],
+        "messages": [HumanMessage(content=feedback, id=message_id)],
+        "stats": {**stats, "errors": stats["errors"] + 1},
+    }
 
 
 @on_lineage
@@ -57,7 +70,15 @@ def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
         stats = {**stats, "out_of_time": True}
 
     if isinstance(outcome, FinalAnswer):
-        return {"outcome": "final", "final_text": outcome.text, "pending": [], "stats": stats}
+        schema = ctx.reflection_schema
+        checked = check_reflection(outcome.text, schema) if schema is not None else None
+        if checked is None or isinstance(checked, Accepted):
+            text = checked.text if checked else outcome.text
+            return {"outcome": "final", "final_text": text, "pending": [], "stats": stats}
+        if more_steps:
+            return _correct(correction(checked.problem), f"c{cycle}-s{step}-fix", stats)
+        # Out of steps: the note is kept as the model wrote it, flagged, without fields.
+        return _close(outcome.text, stats, "reflection_invalid", budget_flag)
 
     if isinstance(outcome, ToolCalls):
         if not more_steps:
@@ -92,10 +113,5 @@ def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
             }
         return _close("", stats, "nudges_exhausted" if more_steps else budget_flag)
     if more_steps:
-        return {
-            "outcome": "retry",
-            "pending": [],
-            "messages": [HumanMessage(content=outcome.feedback, id=f"c{cycle}-s{step}-fix")],
-            "stats": {**stats, "errors": stats["errors"] + 1},
-        }
+        return _correct(outcome.feedback, f"c{cycle}-s{step}-fix", stats)
     return _close("", stats, "malformed_output", budget_flag)

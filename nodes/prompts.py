@@ -8,7 +8,8 @@ counter outside the state, or the environment.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import (
@@ -21,6 +22,7 @@ from langchain_core.messages import (
 )
 
 from checkpoints.cycles import Note
+from nodes.reflection_format import shown_schema
 from tools.registry import TOOL_SCHEMAS
 
 SYSTEM_PROMPT = """You are an autonomous, task-free agent designed for continuous exploration. You have no external task and can do what you want.
@@ -98,6 +100,24 @@ def text_tool_turns(messages: Sequence[AnyMessage]) -> list[BaseMessage]:
     return out
 
 
+REFLECTION_FORMAT_HEADING = "## Format of your final response"
+
+
+def reflection_format_section(schema: Mapping[str, Any]) -> str:
+    """What a structured reflection must look like (`reflection: {format: json}` only).
+
+    Said after the verbatim system prompt, never inside it: the prompt stays SPEC §9's.
+    """
+    shown = json.dumps(shown_schema(schema), indent=2, ensure_ascii=False)
+    return (
+        f"{REFLECTION_FORMAT_HEADING}\n\n"
+        "When you answer without a tool call, that answer ends the cycle and becomes your "
+        "private note for the next cycle. Write it as one JSON object that fits this JSON "
+        "schema, with nothing before or after it:\n\n"
+        f"```json\n{shown}\n```"
+    )
+
+
 REFLECTIONS_HEADING = "## Your notes from previous cycles"
 CONVERSATION_HEADING = "## The conversation so far"
 
@@ -131,14 +151,18 @@ def system_text(
     task: str | None = None,
     omitted: int = 0,
     text_tools: bool = False,
+    reflection_schema: Mapping[str, Any] | None = None,
 ) -> str:
     """The one system message: prompt, then previous reflections, then the advisory.
 
-    In text-tool mode the tool descriptions follow the verbatim prompt (SPEC §9).
+    In text-tool mode the tool descriptions follow the verbatim prompt (SPEC §9); with a
+    reflection schema (structured reflections) the format of the final answer follows.
     """
     parts = [TASKED_SYSTEM_PROMPT if task else SYSTEM_PROMPT]
     if text_tools:
         parts.append(text_tools_section(TOOL_SCHEMAS))
+    if reflection_schema is not None:
+        parts.append(reflection_format_section(reflection_schema))
     section = reflections_section(notes, omitted, tasked=bool(task))
     if section:
         parts.append(section)
@@ -165,6 +189,7 @@ def build_prompt(
     advisory: str | None = None,
     task: str | None = None,
     text_tools: bool = False,
+    reflection_schema: Mapping[str, Any] | None = None,
 ) -> list[BaseMessage]:
     """The exact message list sent to the model: one system message, then the cycle.
 
@@ -177,6 +202,7 @@ def build_prompt(
         task=task,
         omitted=len(notes) - len(shown),
         text_tools=text_tools,
+        reflection_schema=reflection_schema,
     )
     turns = text_tool_turns(messages) if text_tools else list(messages)
     return [SystemMessage(content=system), *turns]

@@ -3,7 +3,8 @@
 The cycle's record (reflection, metrics, similarity, advisory) commits in one
 transaction with its SIMILARITY, CYCLE_END (and RUN_END) events, keyed by the cycle
 number: a crash after it replays the recorded outcome instead of closing the cycle
-twice. The advisory goes into the next cycle's system prompt only.
+twice. The advisory goes into the next cycle's system prompt only. A structured reflection's
+fields go into CYCLE_END (`reflection_fields`) for analysis.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from checkpoints.journal import Ledger
 from checkpoints.registry import complete_studio_run
 from contreact.analysis.similarity import SimilarityReport, assess
 from graph.state import AgentState, Context, fresh_cycle
+from nodes.reflection_format import Accepted, check_reflection, prose_of
 from nodes.session import engine_of, ledger_of, run_id_of, step
 from tools.memory import count_keys
 
@@ -28,9 +30,11 @@ def _similarity(state: AgentState, ctx: Context, ledger: Ledger) -> SimilarityRe
     if not ctx.similarity_enabled:
         return None
     earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=state.cycle)
+    # Structured notes are compared by their words: shared field names are no likeness.
+    words = prose_of if ctx.reflection_schema is not None else str
     return assess(
-        state.final_text,
-        [(n.cycle, n.reflection) for n in earlier],
+        words(state.final_text),
+        [(n.cycle, words(n.reflection)) for n in earlier],
         moderate=ctx.similarity_moderate,
         high=ctx.similarity_high,
         lexical=(ctx.similarity_lexical_moderate, ctx.similarity_lexical_high),
@@ -38,6 +42,18 @@ def _similarity(state: AgentState, ctx: Context, ledger: Ledger) -> SimilarityRe
         host=ctx.ollama_host,
         timeout_s=min(ctx.timeout_s, 30.0),
     )
+
+
+def structured_fields(text: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The fields of a structured reflection, for CYCLE_END.
+
+    None for text reflections and for a note that closed its cycle without being a valid
+    one (flagged, kept as written).
+    """
+    if schema is None:
+        return None
+    checked = check_reflection(text, schema)
+    return checked.fields if isinstance(checked, Accepted) and checked.text == text else None
 
 
 def notes_seen(first_note: int, cycle: int) -> dict[str, list[int]]:
@@ -95,6 +111,7 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
                     metrics=metrics,
                     flags=list(state.flags),
                     **notes_seen(state.reflections_from, cycle),
+                    reflection_fields=structured_fields(text, ctx.reflection_schema),
                 ),
             )
         )
