@@ -650,7 +650,50 @@ class SimulatedAgent:
         done = req.cycle_tool_calls
         if req.thinking_requested:
             thinking = f"Cycle {c}: {len(done)} tool call(s) made; time to write my note."
-        return Reply(content=self.reflection(req, done), thinking=thinking)
+        return Reply(content=_as_asked(req, self.reflection(req, done)), thinking=thinking)
+
+
+def _as_asked(req: ChatRequest, note: str) -> str:
+    """The final note in the form the system prompt asks for.
+
+    As written, unless the prompt asks for a structured reflection (contreact's section
+    "Format of your final response" with a JSON schema): then one JSON object with every
+    field of the schema, its plan-like fields (named `plan` or `next...`) holding the
+    note's plan sentence and other text fields the rest, so that a run with
+    `reflection: {format: json}` can be tested end to end.
+    """
+    first = req.messages[0] if req.messages else {}
+    system = _text(first.get("content")) if first.get("role") == "system" else ""
+    match = re.search(r"## Format of your final response\n.*?```json\n(.*?)\n```", system, re.S)
+    try:
+        schema = json.loads(match.group(1)) if match else None
+    except ValueError:
+        schema = None
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return note
+    sentences = re.split(r"(?<=[.!?])\s+", note)
+    planned = [s for s in sentences if s.startswith(("Next", "My plan"))] or sentences[-1:]
+    told = " ".join(s for s in sentences if s not in planned) or note
+    samples: dict[str, Any] = {
+        "integer": req.cycle,
+        "number": float(req.cycle),
+        "boolean": True,
+        "array": sentences,
+        "object": {"cycle": req.cycle},
+    }
+    fields: dict[str, Any] = {}
+    for name, spec in schema["properties"].items():
+        spec = spec if isinstance(spec, dict) else {}
+        kind = spec.get("type", "string")
+        kind = kind[0] if isinstance(kind, list) and kind else kind
+        if isinstance(spec.get("enum"), list) and spec["enum"]:
+            fields[name] = spec["enum"][0]
+        elif kind == "string":
+            plan_like = name.lower().startswith(("plan", "next"))
+            fields[name] = " ".join(planned) if plan_like else told
+        else:
+            fields[name] = samples.get(str(kind))
+    return json.dumps(fields, ensure_ascii=False)
 
 
 # ----------------------------------------------------------------------------- looper

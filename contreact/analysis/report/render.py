@@ -6,9 +6,10 @@ import base64
 import html
 from collections.abc import Sequence
 
-from contreact.analysis.report.collect import ReportData
+from contreact.analysis.report.collect import ReportData, RunData
 from contreact.analysis.report.tables import (
     agreement_lines,
+    cut,
     cycle_rows_shown,
     markdown_table,
     methods_lines,
@@ -18,6 +19,7 @@ from contreact.analysis.report.tables import (
     pei_table,
     run_table,
     runs_table,
+    structured_notes,
 )
 
 
@@ -52,6 +54,27 @@ details{margin:.5rem 0}summary{cursor:pointer;font-weight:600}
 .reflection{white-space:pre-wrap;background:#fafafa;border-left:3px solid #ccd;
 padding:.3rem .6rem;margin:.3rem 0;font-size:.85rem}
 """
+
+
+def _html_notes(d: RunData) -> str:
+    """A run's reflections; a structured one as its fields (Reflection, Plan, ...)."""
+    table = structured_notes(d)
+    if table:
+        headers, body = table
+        return "".join(
+            f"<p><strong>Cycle {cycle}</strong></p>"
+            + "".join(
+                f'<p class="note">{html.escape(h)}</p><div class="reflection">'
+                f"{html.escape(v) or '(empty)'}</div>"
+                for h, v in zip(headers[1:], values, strict=True)
+            )
+            for cycle, *values in body
+        )
+    return "".join(
+        f"<p><strong>Cycle {cycle}</strong></p>"
+        f'<div class="reflection">{html.escape(text) or "(empty)"}</div>'
+        for cycle, text in d.reflections
+    )
 
 
 def _short_answers(data: ReportData) -> tuple[list[str], list[list[str]]]:
@@ -95,6 +118,16 @@ def render_markdown(data: ReportData, images: Sequence[tuple[str, str]]) -> str:
         for sha, text in data.methods.prompts.items():
             fence = "~~~~"
             parts.append(f"System prompt `{sha}`:\n\n{fence}\n{text}\n{fence}")
+    structured = [(d, structured_notes(d)) for d in data.runs]
+    if any(table for _, table in structured):
+        parts.append("## Structured reflections")
+        for d, table in structured:
+            if table:
+                headers, body = table
+                parts.append(
+                    f"{d.run.run_id}:\n\n"
+                    + markdown_table(headers, [[c, *(cut(v) for v in vs)] for c, *vs in body])
+                )
     parts += ["## Per-cycle metrics", markdown_table(*cycle_rows_shown(data)), "## Plots"]
     parts += [f"![{alt}]({name})" for name, alt in images]
     return "\n\n".join(parts) + "\n"
@@ -149,11 +182,7 @@ def render_html(data: ReportData, images: Sequence[tuple[str, str, bytes]]) -> s
     body.append(_html_table(*cycle_rows_shown(data), css="wide"))
     body.append("<h2>Reflections</h2>")
     for d in data.runs:
-        notes = "".join(
-            f"<p><strong>Cycle {cycle}</strong></p>"
-            f'<div class="reflection">{html.escape(text) or "(empty)"}</div>'
-            for cycle, text in d.reflections
-        )
+        notes = _html_notes(d)
         body.append(
             f"<details><summary>{html.escape(d.run.run_id)}</summary>{notes or '–'}</details>"
         )

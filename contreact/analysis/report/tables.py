@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -9,8 +10,9 @@ from typing import Any
 from contreact.analysis.agreement import Agreement, describe
 from contreact.analysis.metrics import EXTRAS, TABLE1, TABLE1_KEYS, format_mean_sd
 from contreact.analysis.pei import PeiMatrix, PeiResult
-from contreact.analysis.report.collect import ReportData
+from contreact.analysis.report.collect import ReportData, RunData
 from contreact.analysis.report.methods import Methods
+from nodes.reflection_format import fields_of
 
 MARKDOWN_CYCLE_COLUMNS = (
     "run_id",
@@ -241,3 +243,34 @@ def runs_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
         for d in data.runs
     ]
     return headers, body
+
+
+def cut(text: str, limit: int = 200) -> str:
+    """`text` on one line, at most `limit` characters (for Markdown cells)."""
+    return " ".join(text.split())[:limit]
+
+
+def structured_notes(d: RunData) -> tuple[list[str], list[list[str]]] | None:
+    """A run's structured reflections as a table: the cycle, then one column per field.
+
+    None for a run whose reflections are text (`reflection.format` is not `json`). A note
+    that closed its cycle without being valid JSON stands whole in the first field's column.
+    """
+    if (d.run.config.get("reflection") or {}).get("format") != "json":
+        return None
+    rows = [(cycle, text, fields_of(text)) for cycle, text in d.reflections]
+    names: list[str] = []
+    for _, _, fields in rows:
+        names += [k for k in fields or {} if k not in names]
+    names = names or ["reflection"]
+
+    def shown(value: Any) -> str:
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+    body = [
+        [str(cycle), *(shown(fields.get(n, "")) for n in names)]
+        if fields is not None
+        else [str(cycle), text, *("" for _ in names[1:])]
+        for cycle, text, fields in rows
+    ]
+    return ["Cycle", *(n.replace("_", " ").capitalize() for n in names)], body
