@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from conftest import Backend, cli, outcome, read_log, write_config
+from contreact.analysis.similarity import lexical_scores
 from contreact.stub import StubServer
 from nodes.prompts import REFLECTION_FORMAT_HEADING, SYSTEM_PROMPT
-from nodes.reflection_format import correction
+from nodes.reflection_format import correction, prose_of
 
 
 def system_prompts(server: StubServer) -> list[str]:
@@ -42,6 +43,18 @@ def test_a_json_run_stores_structured_reflections(tmp_path: Path, sqlite_backend
         assert "reflection_invalid" not in flags
     # The simulated agent writes its plan sentence into `plan`, the rest into `reflection`.
     assert ends[0]["reflection_fields"]["plan"].startswith(("Next", "My plan"))
+
+    # The similarity monitor compared the notes' words, not the JSON they are written in.
+    (third,) = [
+        e["payload"]
+        for e in read_log(sqlite_backend, "run-1")
+        if e["event_type"] == "SIMILARITY" and e["cycle_number"] == 3
+    ]
+    notes = [(c, prose_of(n)) for c, n, _ in cycles]
+    assert third["method"].startswith("lexical")
+    assert [(s["cycle"], s["score"]) for s in third["scores"]] == lexical_scores(
+        notes[2][1], notes[:2]
+    )
 
     # Every call was told the format, after the verbatim prompt; later cycles see the
     # earlier notes as stored.
