@@ -30,10 +30,13 @@ def test_a_json_run_stores_structured_reflections(tmp_path: Path, sqlite_backend
     with StubServer().start() as server:
         config = write_config(tmp_path / "json.yaml", sqlite_backend, reflection={"format": "json"})
         done = cli(sqlite_backend, "run", str(config), "--host", server.url)
+        assert done.returncode == 0, done.stderr
+        # A resumed (extended) run keeps the format: the schema is in its stored config.
+        more = cli(sqlite_backend, "resume", "run-1", "--cycles", "1")
         json_prompts = system_prompts(server)
-    assert done.returncode == 0, done.stderr
+    assert more.returncode == 0, more.stderr
     cycles, _, _ = outcome(sqlite_backend, "run-1")
-    assert [c[0] for c in cycles] == [1, 2, 3]
+    assert [c[0] for c in cycles] == [1, 2, 3, 4]
     ends = cycle_ends(sqlite_backend, "run-1")
     for (_, note, flags), end in zip(cycles, ends, strict=True):
         fields = json.loads(note)
