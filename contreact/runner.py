@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast
 
@@ -45,6 +44,8 @@ from checkpoints.registry import (
 from checkpoints.saver import open_saver
 from contreact.config import Config, apply_overrides, deep_merge, parse_config
 from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
+from contreact.operator_policy import AskOperator
+from contreact.operator_policy import answer as answer_by_policy
 from graph.state import AgentState, fresh_cycle
 from graph.wiring import builder, recursion_limit
 from nodes.ollama_client import ModelCallError
@@ -107,9 +108,6 @@ class SilentProgress:
 
     def finished(self, outcome: RunOutcome) -> None:
         """Show nothing."""
-
-
-AskOperator = Callable[[str], str]
 
 
 def config_of(record: RunRecord, overrides: dict[str, Any] | None = None) -> Config:
@@ -410,7 +408,7 @@ def _drive_steps(
             message = str(asks[0].get("message", ""))
             answered = count_events(engine, record.run_id, event_type=OperatorMessage.event_type)
             try:
-                answer = _answer(config, message, ask_operator, answered)
+                answer = answer_by_policy(config.operator, message, ask_operator, answered)
             except OperatorUnavailableError as exc:
                 # No console to ask on: wait in the queue rather than fail the run.
                 progress.operator(message, None, "queue")
@@ -501,24 +499,6 @@ def pending_operator_messages(storage: Storage) -> list[PendingMessage]:
                     )
                 )
     return sorted(found, key=lambda p: p.since)
-
-
-def _answer(
-    config: Config, message: str, ask_operator: AskOperator | None, answered: int
-) -> dict[str, str] | None:
-    """The reply by the run's operator policy; None leaves the run paused (queue).
-
-    `answered` counts the run's earlier operator messages, so replies from a list are
-    handed out in order, also across resumes.
-    """
-    mode = config.operator.mode
-    if mode == "auto":
-        return {"reply": config.operator.auto_reply(answered), "policy": "auto"}
-    if mode == "terminal":
-        if ask_operator is None:
-            raise OperatorUnavailableError("operator mode 'terminal' has no console to ask on")
-        return {"reply": ask_operator(message), "policy": "terminal"}
-    return None
 
 
 def _advisory_after(storage: Storage, run_id: str, cycle: int) -> str | None:
