@@ -228,6 +228,24 @@ class Error(Payload):
     tool_name: str | None = None
 
 
+ParseFailureKind = Literal["malformed_call", "echoed_placeholder_call", "unreadable_markup"]
+"""Why `parse` sent a corrective turn (`nodes.toolcalls.NoAnswerReason` without `empty`)."""
+
+
+@dataclass(frozen=True)
+class ParseFailure(Payload):
+    """The model's answer got a corrective turn instead of running or closing the cycle.
+
+    No call in it could be run, and it was not taken as the reflection: a broken call, the
+    call format's placeholders echoed back, or tool-call markup the parser cannot read.
+    """
+
+    event_type: ClassVar[EventType] = "ERROR"
+    step: int = 0
+    kind: ParseFailureKind = "malformed_call"
+    message: str = ""
+
+
 @dataclass(frozen=True)
 class RunEnd(Payload):
     """The run completed its last cycle."""
@@ -247,7 +265,7 @@ PAYLOADS: dict[EventType, tuple[type[Payload], ...]] = {
     "CONTEXT_TRIM": (ContextTrim,),
     "SIMILARITY": (Similarity,),
     "CYCLE_END": (CycleEnd,),
-    "ERROR": (Error,),
+    "ERROR": (Error, ParseFailure),
     "RUN_END": (RunEnd,),
 }
 """Every event type and the payload classes written under it (the log's schema)."""

@@ -49,6 +49,11 @@ def model_error_prefix(cycle: int, step: int) -> str:
     return f"c{cycle}:s{step}:error:"
 
 
+def parse_failure(cycle: int, step: int) -> str:
+    """The ERROR of an answer that got a corrective turn (see `nodes.parse`)."""
+    return f"c{cycle}:s{step}:parse"
+
+
 def tool_call(cycle: int, step: int, index: int) -> str:
     """Call number `index` of the answer of model call `step`: journal record and TOOL_CALL."""
     return f"c{cycle}:s{step}:t{index}"

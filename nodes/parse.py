@@ -3,10 +3,12 @@
 The layered parser (`nodes.toolcalls`) decides what the text means; this node decides
 what the cycle does about it within its budgets: calls go to dispatch (text-format calls
 are attached to the assistant message as `tool_calls`, so every tool result follows its
-call), empty output gets a nudge (at most `max_nudges`), malformed output gets a
-corrective turn naming the valid tools, a final answer that is not the structured
-reflection the run asks for (`reflection: {format: json}`) gets a corrective turn naming
-what is wrong, and a cycle out of steps closes, flagged.
+call), empty output gets a nudge (at most `max_nudges`), malformed output (a broken
+call, the call format's placeholders echoed back, tool-call markup the parser cannot
+read) gets a corrective turn naming the valid tools and an ERROR event saying why, a
+final answer that is not the structured reflection the run asks for (`reflection:
+{format: json}`) gets a corrective turn naming what is wrong, and a cycle out of steps
+closes, flagged.
 """
 
 from __future__ import annotations
@@ -18,13 +20,29 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from checkpoints import keys
+from checkpoints.events import Event, ParseFailure
 from graph.state import AgentState, Context, CycleStats, PendingCall
 from nodes.budgets import past_time_limit, steps_left
 from nodes.reflection_format import Accepted, check_reflection, correction
+from nodes.session import ledger_of
 from nodes.session import step as on_lineage
 from nodes.storable import storable
 from nodes.toolcalls import FinalAnswer, NoAnswer, ToolCalls, parse_response, server_parse_error
 from tools.registry import PARAMETER_SCHEMAS
+
+# Reasons worth a CYCLE_END flag: the model wrote something that looks like a call but is
+# not one, which a researcher comparing models wants to count.
+_FLAGGED_REASONS = ("echoed_placeholder_call", "unreadable_markup")
+
+
+def _record_failure(state: AgentState, ctx: Context, step: int, outcome: NoAnswer) -> list[str]:
+    """Log why the answer got a corrective turn (ERROR); the cycle's flags with the reason."""
+    kind = outcome.reason if outcome.reason != "empty" else "malformed_call"
+    payload = ParseFailure(step=step, kind=kind, message=outcome.detail.splitlines()[0][:300])
+    ledger_of(state, ctx).emit(Event(state.cycle, keys.parse_failure(state.cycle, step), payload))
+    if outcome.reason in _FLAGGED_REASONS and outcome.reason not in state.flags:
+        return [*state.flags, outcome.reason]
+    return list(state.flags)
 
 
 def _close(text: str, stats: CycleStats, *flags: str) -> dict[str, Any]:
@@ -112,6 +130,7 @@ def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
                 "stats": {**stats, "nudges": stats["nudges"] + 1},
             }
         return _close("", stats, "nudges_exhausted" if more_steps else budget_flag)
+    flags = _record_failure(state, ctx, step, outcome)
     if more_steps:
-        return _correct(outcome.feedback, f"c{cycle}-s{step}-fix", stats)
-    return _close("", stats, "malformed_output", budget_flag)
+        return {**_correct(outcome.feedback, f"c{cycle}-s{step}-fix", stats), "flags": flags}
+    return _close("", stats, *flags, "malformed_output", budget_flag)
