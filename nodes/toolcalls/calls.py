@@ -116,7 +116,10 @@ def call_from_input(pos: int, name: str, raw_input: str | None, schemas: ToolSch
     raw_required = schema.get("required") if isinstance(schema, Mapping) else None
     required = [r for r in raw_required or [] if isinstance(r, str)]
     if not props or not bare:
-        return Attempt(pos, build_call(tool, {}, schemas), parsed=True)  # e.g. list
+        # e.g. list; a tool with an open schema keeps the text as its "input".
+        open_schema = isinstance(schema, Mapping) and schema.get("additionalProperties") is True
+        args = {"input": bare} if bare and open_schema else {}
+        return Attempt(pos, build_call(tool, args, schemas), parsed=True)
     if len(required) == 1:
         target = required[0]
     elif len(props) == 1:

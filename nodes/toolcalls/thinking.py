@@ -12,7 +12,8 @@ import re
 from nodes.toolcalls.text import content_text
 
 _THINK_TAG = re.compile(
-    r"<(?P<close>/?)(?:think|thinking)\s*>|<\|(?P<token>START|END)_THINKING\|>", re.IGNORECASE
+    r"<(?P<close>/?)(?:think|thinking|seed:think)\s*>|<\|(?P<token>START|END)_THINKING\|>",
+    re.IGNORECASE,
 )
 
 
@@ -20,7 +21,7 @@ def strip_thinking(text: str) -> tuple[str, str]:
     """Separate visible text from the model's thinking.
 
     Removes ``<think>…</think>``, ``<thinking>…</thinking>`` and Command R7B's
-    ``<|START_THINKING|>…<|END_THINKING|>`` blocks (any case, over
+    ``<|START_THINKING|>…<|END_THINKING|>`` and Seed-OSS's ``<seed:think>`` blocks (any case, over
     several lines; the first closing tag ends a block). An opening tag that is never
     closed hides everything after it. A closing tag with no opening tag means the chat
     template opened the block in the prompt (qwen3, deepseek-r1 do this), so everything

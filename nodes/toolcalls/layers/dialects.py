@@ -99,6 +99,10 @@ def _mistral(text: str, schemas: ToolSchemas) -> list[Span]:
             start += 1
         following = _TOOL_CALLS.search(text, start)
         limit = following.start() if following else len(text)
+        if text[start : start + 1] != "{" and start < limit:
+            detail = "[TOOL_CALLS] is not followed by name[ARGS]{...}"
+            spans.append((token.start(), limit, [broken(token.start(), "", detail)]))
+            continue
         if text[start : start + 1] != "{":
             spans.append(
                 (token.start(), limit, [json_call(token.start(), name.group(1), "", schemas)])
@@ -224,11 +228,11 @@ def _functionary_v32(text: str, schemas: ToolSchemas) -> list[Span]:
 # --------------------------------------------------------------------------- invoke
 
 _DSML = r"(?:[｜|]DSML[｜|])?"
-_INVOKE = re.compile(r"<" + _DSML + r"invoke\s+name=\"([^\"<>]{1,200})\"\s*>")
+# Extra attributes (MiniMax-M2 echoes descriptions into the tags) are skipped.
+_INVOKE = re.compile(r"<" + _DSML + r"invoke\s+name=\"([^\"<>]{1,200})\"[^<>]{0,300}>")
 _INVOKE_END = re.compile(r"</" + _DSML + r"invoke\s*>")
-_PARAM = re.compile(
-    r"<" + _DSML + r"parameter\s+name=\"([^\"<>]{1,200})\"(?:\s+string=\"(true|false)\")?\s*>"
-)
+_PARAM = re.compile(r"<" + _DSML + r"parameter\s+name=\"([^\"<>]{1,200})\"([^<>]{0,300})>")
+_NOT_A_STRING = re.compile(r"\bstring=\"false\"")
 _PARAM_END = re.compile(r"</" + _DSML + r"parameter\s*>")
 
 
@@ -250,7 +254,8 @@ def _invoke(text: str, schemas: ToolSchemas) -> list[Span]:
             stop = params[p_index + 1].start() if p_index + 1 < len(params) else body_end
             value_end = _PARAM_END.search(text, param.end(), stop)
             value = text[param.end() : value_end.start() if value_end else stop].strip()
-            args[param.group(1)] = _json_or_text(value) if param.group(2) == "false" else value
+            typed = _NOT_A_STRING.search(param.group(2))  # DSML: string="false" is JSON
+            args[param.group(1)] = _json_or_text(value) if typed else value
         call = build_call(invoke.group(1), args, schemas)
         spans.append((invoke.start(), end, [Attempt(invoke.start(), call, parsed=True)]))
     return spans
