@@ -28,6 +28,21 @@ def inputs(size: int) -> dict[str, str]:
         "tool-call-tags": "<tool_call>" * (size // 11),
         "action-lines": "Action: read\n" * (size // 13),
         "plain-prose": "The agent thinks about prime gaps. " * (size // 35),
+        # Floods of each dialect's markup (nodes/toolcalls/layers/dialects.py and friends).
+        "mistral-tokens": "[TOOL_CALLS]a" * (size // 13),
+        "deepseek-call-begins": "<｜tool▁call▁begin｜>" * (size // 19),
+        "kimi-call-begins": "<|tool_call_begin|>" * (size // 19),
+        "harmony-messages": "<|channel|>x<|message|>" * (size // 23),
+        "pythonic-unbalanced": "[a(" * (size // 3),
+        "pythonic-deep-parens": "[a(" + "(" * size,
+        "function-tags": "<function=a>" * (size // 12),
+        "invoke-params": '<invoke name="a"><parameter name="b">' * (size // 38),
+        "recipient-lines": ">>>a\n" * (size // 5),
+        "xml-agent-tags": "<tool>a</tool><tool_input>" * (size // 26),
+        "tool-code-fences": "```tool_code\n" * (size // 13),
+        "special-token-starts": "<|" * (size // 2),
+        "glm-arg-keys": "<tool_call>a" + "<arg_key>k</arg_key><arg_value>" * (size // 31),
+        "whole-message-call": "write(" * (size // 6) + ")",
     }
 
 

@@ -294,3 +294,61 @@ def test_wall_clock_limit_closes_the_cycle(tmp_path: Path, sqlite_backend: Backe
     assert end["final_reflection"] == "Done looping in cycle 1."
     assert 1 <= end["metrics"]["tool_calls"] <= 3, "the loop should stop soon after 0.5 s"
     assert requests[-1].get("tools") in (None, []) and all(r.get("tools") for r in requests[:-1])
+
+
+DIALECTS = {
+    1: [
+        # The call format's placeholders echoed back, then markup no layer can read: both
+        # get a corrective turn, neither becomes the reflection.
+        text("Action: the tool name\nAction Input: the argument as JSON"),
+        text("<start_function_call>call:write{key:<escape>k<escape>}<end_function_call>"),
+        text('[TOOL_CALLS]write[ARGS]{"key": "m", "value": "mistral"}'),
+        text("Reflection 1: dialects."),
+    ],
+    2: [
+        text(
+            "<|channel|>commentary to=functions.write <|constrain|>json"
+            '<|message|>{"key": "h", "value": "harmony"}<|call|>'
+        ),
+        text(
+            "<|channel|>analysis<|message|>Done.<|end|>"
+            "<|start|>assistant<|channel|>final<|message|>Reflection 2: harmony.<|return|>"
+        ),
+    ],
+}
+
+
+def test_dialects_run_and_unreadable_output_is_corrected(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    with scripted_stub(DIALECTS) as server:
+        config = write_config(
+            tmp_path / "c.yaml",
+            sqlite_backend,
+            run_id="dialects",
+            cycles=2,
+            ollama={"host": server.url},
+        )
+        result = cli(sqlite_backend, "run", str(config))
+        requests = [r["body"] for r in server.requests()]
+    assert result.returncode == 0, result.stderr
+    memory = json.loads(cli(sqlite_backend, "memory", "dialects", "--json").stdout)
+    assert memory == {"m": "mistral", "h": "harmony"}
+
+    log = read_log(sqlite_backend, "dialects")
+    ends = [e["payload"] for e in log if e["event_type"] == "CYCLE_END"]
+    assert [e["final_reflection"] for e in ends] == [
+        "Reflection 1: dialects.",
+        "Reflection 2: harmony.",
+    ]
+    assert ends[0]["flags"] == ["echoed_placeholder_call", "unreadable_markup"]
+    assert ends[1]["flags"] == []
+    failures = [
+        (e["cycle_number"], e["payload"]["step"], e["payload"]["kind"])
+        for e in log
+        if e["event_type"] == "ERROR"
+    ]
+    assert failures == [(1, 0, "echoed_placeholder_call"), (1, 1, "unreadable_markup")]
+    # The model was told what went wrong, in the turn after each.
+    turns = [m["content"] for m in requests[2]["messages"] if m["role"] == "user"]
+    assert any("placeholders" in t for t in turns) and any("markup" in t for t in turns)

@@ -1,4 +1,4 @@
-"""Tests for nodes/toolcalls.py: the corpus of model messages, units, and properties."""
+"""Tests for nodes/toolcalls/: the corpus of model messages, units, and properties."""
 
 from __future__ import annotations
 
@@ -282,6 +282,20 @@ ADVERSARIAL = {
     "quotes": '"' * 50_000,
     "backslashes": '{"name": "' + "\\" * 50_000,
     "crlf": "\r\n" * 25_000,
+    "mistral-tokens": "[TOOL_CALLS]a" * 4_000,
+    "deepseek-call-begins": "<｜tool▁call▁begin｜>" * 2_500,
+    "kimi-call-begins": "<|tool_call_begin|>" * 2_500,
+    "harmony-messages": "<|channel|>x<|message|>" * 2_000,
+    "pythonic-unbalanced": "[a(" * 16_000,
+    "pythonic-deep-parens": "[a(" + "(" * 50_000,
+    "bare-function-tags": "<function=a>" * 4_000,
+    "invoke-params": '<invoke name="a"><parameter name="b">' * 1_200,
+    "recipient-lines": ">>>a\n" * 4_000,
+    "xml-agent-tags": "<tool>a</tool><tool_input>" * 2_000,
+    "tool-code-fences": "```tool_code\n" * 4_000,
+    "special-token-starts": "<|" * 25_000,
+    "glm-arg-keys": "<tool_call>a" + "<arg_key>k</arg_key><arg_value>" * 1_500,
+    "whole-message-call": "write(" * 8_000 + ")",
 }
 
 
@@ -339,6 +353,24 @@ FRAGMENTS = st.one_of(
             '"',
             "<function=read>",
             "<parameter=key>",
+            "[TOOL_CALLS]",
+            "write[ARGS]",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁sep｜>",
+            "<|tool_call_begin|>",
+            "functions.write:0<|tool_call_argument_begin|>",
+            "<|channel|>commentary to=functions.write<|message|>",
+            "<|call|>",
+            "[write(key='a', value='b')]",
+            "```tool_code\n",
+            ">>>write\n",
+            '<invoke name="write">',
+            '<parameter name="key">',
+            "<tool>read</tool><tool_input>",
+            "<arg_key>key</arg_key><arg_value>",
+            "Action: the tool name\n",
+            "<|START_THINKING|>",
+            "<|END_THINKING|>",
         ]
     ),
     JSON_VALUES.map(json.dumps),

@@ -37,6 +37,8 @@ _MARKUP = re.compile(
     ),
     re.IGNORECASE | re.MULTILINE,
 )
+# Every pattern above starts with one of these; text without any of them has no markup.
+_MAY_HOLD_MARKUP = re.compile(r"[<\[]|to=|functools|>>>|```")
 _INLINE_CODE = re.compile(r"`[^`\n]{1,300}`")
 _TOOL_WORDS = re.compile(
     r"tool|call|function|python|plugin|action|channel|constrain|recipient|message|dsml",
@@ -46,6 +48,8 @@ _TOOL_WORDS = re.compile(
 
 def find_markup(text: str) -> str | None:
     """The first tool-call markup in ``text`` outside quoted code, or None."""
+    if not _MAY_HOLD_MARKUP.search(text):
+        return None  # plain prose: skip the scan
     quoted = _merged(
         code_blocks(text) + [(m.start(), m.end()) for m in _INLINE_CODE.finditer(text)]
     )
