@@ -43,6 +43,8 @@ def inputs(size: int) -> dict[str, str]:
         "special-token-starts": "<|" * (size // 2),
         "glm-arg-keys": "<tool_call>a" + "<arg_key>k</arg_key><arg_value>" * (size // 31),
         "whole-message-call": "write(" * (size // 6) + ")",
+        "call-colon-opens": "<start_function_call>call:a{" * (size // 28),
+        "call-colon-nesting": "<|tool_call>call:a{" + "b:{" * (size // 3),
     }
 
 

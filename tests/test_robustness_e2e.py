@@ -301,7 +301,7 @@ DIALECTS = {
         # The call format's placeholders echoed back, then markup no layer can read: both
         # get a corrective turn, neither becomes the reflection.
         text("Action: the tool name\nAction Input: the argument as JSON"),
-        text("<start_function_call>call:write{key:<escape>k<escape>}<end_function_call>"),
+        text("Let me save that. <|tool_calls_section_begin|>"),
         text('[TOOL_CALLS]write[ARGS]{"key": "m", "value": "mistral"}'),
         text("Reflection 1: dialects."),
     ],

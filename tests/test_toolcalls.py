@@ -296,6 +296,8 @@ ADVERSARIAL = {
     "special-token-starts": "<|" * 25_000,
     "glm-arg-keys": "<tool_call>a" + "<arg_key>k</arg_key><arg_value>" * 1_500,
     "whole-message-call": "write(" * 8_000 + ")",
+    "call-colon-opens": "<start_function_call>call:a{" * 2_000,
+    "call-colon-nesting": "<|tool_call>call:a{" + "b:{" * 16_000,
 }
 
 

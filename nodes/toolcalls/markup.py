@@ -22,6 +22,7 @@ _MARKUP = re.compile(
             # name is checked for a tool word below, not in the pattern: no backtracking).
             r"<[｜|](?P<token>[^<>｜|\n]{1,60})[｜|]>",
             r"<[｜|]DSML[｜|]",
+            r"<\|tool_call>|<tool_call\|>",  # Gemma 4
             r"\[(?:TOOL_CALLS|TOOL_REQUEST|ARGS|CALL_ID)\]",
             r"</?(?:tool_call|tool_calls|toolcall|function_calls|tool_use|seed:tool_call"
             r"|minimax:tool_call|start_function_call|end_function_call)\s*>",

@@ -6,7 +6,8 @@ them: Mistral v11+ ``[TOOL_CALLS]name[ARGS]{...}``, DeepSeek V3 / R1 / V3.1
 <|tool_call_argument_begin|>{...}``, Functionary v3.1 ``<function=name>{...}</function>``
 (and Qwen3-Coder / Seed-OSS function tags outside ``<tool_call>``), Functionary v3.2
 ``>>>name`` + a JSON line, ``<invoke name=...><parameter name=...>`` (MiniMax-M2, DeepSeek V3.2
-DSML), LangChain's XML agent ``<tool>name</tool><tool_input>...``, and the Python-call
+DSML), LangChain's XML agent ``<tool>name</tool><tool_input>...``, FunctionGemma and
+Gemma 4 ``call:NAME{k:<escape>v<escape>}``, and the Python-call
 syntax (:mod:`nodes.toolcalls.layers.pythonic`). gpt-oss harmony is unwrapped before
 any layer runs (:mod:`nodes.toolcalls.layers.harmony`).
 
@@ -42,6 +43,7 @@ def dialect_spans(text: str, schemas: ToolSchemas) -> list[Span]:
         _functionary_v32,
         _invoke,
         _langchain_xml,
+        _call_colon,
         read_pythonic,
     )
     spans: list[Span] = []
@@ -294,6 +296,102 @@ def _langchain_xml(text: str, schemas: ToolSchemas) -> list[Span]:
         raw = html.unescape(text[opened.end() : stop])
         spans.append((tool.start(), end, [call_from_input(tool.start(), name, raw, schemas)]))
     return spans
+
+
+# --------------------------------------------------------------------------- Gemma call:
+
+# (opening, closing, string quote): FunctionGemma and Gemma 4 write calls as
+# call:NAME{key:<quoted string>,n:42,flag:true,xs:[...],obj:{...}}.
+_CALL_COLON_SYNTAXES = (
+    ("<start_function_call>", "<end_function_call>", "<escape>"),
+    ("<|tool_call>", "<tool_call|>", '<|"|>'),
+)
+_CALL_HEAD = re.compile(r"\s*call:([^\W\d][\w.\-]*)\s*(?=\{)")
+_MAX_DEPTH = 32
+_SCALAR_END = re.compile(r"[,}\]]")
+
+
+def _call_colon(text: str, schemas: ToolSchemas) -> list[Span]:
+    """Read Gemma's ``call:NAME{...}`` calls.
+
+    FunctionGemma: ``<start_function_call>call:NAME{k:<escape>v<escape>}<end_function_call>``;
+    Gemma 4: ``<|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>``.
+    """
+    spans: list[Span] = []
+    for opening, closing, quote in _CALL_COLON_SYNTAXES:
+        pos = text.find(opening)
+        while pos >= 0 and len(spans) < _MAX_SPANS:
+            body_start = pos + len(opening)
+            following = text.find(opening, body_start)
+            limit = following if following >= 0 else len(text)
+            close = text.find(closing, body_start, limit)
+            end = close + len(closing) if close >= 0 else limit
+            body_end = close if close >= 0 else limit
+            spans.append(
+                (pos, end, [_call_colon_call(text, pos, body_start, body_end, quote, schemas)])
+            )
+            pos = following
+    return spans
+
+
+def _call_colon_call(
+    text: str, pos: int, start: int, end: int, quote: str, schemas: ToolSchemas
+) -> Attempt:
+    head = _CALL_HEAD.match(text, start, end)
+    if not head:
+        return broken(pos, "", "expected call:NAME{...} after the call token")
+    try:
+        args, _after = _cc_value(text[:end], head.end(), quote, 0)
+    except (ValueError, IndexError) as exc:
+        return broken(pos, head.group(1), f"unreadable call arguments: {preview(str(exc), 60)}")
+    return Attempt(pos, build_call(head.group(1), args, schemas), parsed=True)
+
+
+def _cc_value(text: str, pos: int, quote: str, depth: int) -> tuple[Any, int]:
+    """One value of the call:NAME{...} syntax at ``pos``; its end. Raises ValueError."""
+    if depth > _MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    if text.startswith(quote, pos):
+        close = text.find(quote, pos + len(quote))
+        if close < 0:
+            raise ValueError("unclosed string")
+        return text[pos + len(quote) : close], close + len(quote)
+    if text.startswith('"', pos):
+        return DECODER.raw_decode(text, pos)
+    opener = text[pos : pos + 1]
+    if opener in ("{", "["):
+        return _cc_container(text, pos, quote, depth)
+    stop = _SCALAR_END.search(text, pos)
+    token = text[pos : stop.start() if stop else len(text)].strip()
+    if not token:
+        raise ValueError(f"missing value at {pos}")
+    return _json_or_text(token), stop.start() if stop else len(text)
+
+
+def _cc_container(text: str, pos: int, quote: str, depth: int) -> tuple[Any, int]:
+    is_object = text[pos] == "{"
+    closer = "}" if is_object else "]"
+    items: list[Any] = []
+    fields: dict[str, Any] = {}
+    pos += 1
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text):
+            raise ValueError(f"unclosed {text[pos - 1 : pos]!r}")
+        if text[pos] == closer:
+            return (fields if is_object else items), pos + 1
+        if is_object:
+            colon = text.find(":", pos)
+            if colon < 0:
+                raise ValueError("a key without a value")
+            key = text[pos:colon].strip().replace(quote, "").strip('"')
+            fields[key], pos = _cc_value(text, colon + 1, quote, depth + 1)
+        else:
+            value, pos = _cc_value(text, pos, quote, depth + 1)
+            items.append(value)
 
 
 def _shift(attempt: Attempt, offset: int) -> Attempt:
