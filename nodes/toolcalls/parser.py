@@ -26,7 +26,7 @@ from nodes.toolcalls.feedback import (
 )
 from nodes.toolcalls.layers.dialects import dialect_spans
 from nodes.toolcalls.layers.harmony import unwrap_harmony
-from nodes.toolcalls.layers.json_objects import final_action_input, scan_json
+from nodes.toolcalls.layers.json_objects import final_action_input, program_blocks, scan_json
 from nodes.toolcalls.layers.native import native_calls as read_native_calls
 from nodes.toolcalls.layers.react import final_answer_text, scan_react
 from nodes.toolcalls.layers.tags import scan_tool_call_blocks, tool_call_blocks
@@ -88,8 +88,11 @@ def _parse(content: Any, native_calls: Any, schemas: ToolSchemas) -> Parsed:
     natives = read_native_calls(native_calls, schemas)
     if natives:
         return ToolCalls(tuple(natives), "native", trimmed)
-    if harmony is not None and harmony.calls:
+    if harmony is not None and any(a.parsed for a in harmony.calls):
         return _outcome(harmony.calls, "dialect", trimmed, schemas)
+    if harmony is not None and harmony.calls:
+        detail = "; ".join(unique(a.detail for a in harmony.calls)[:3])
+        return NoAnswer("malformed", detail, malformed_feedback(detail, schemas), "malformed_call")
 
     if not trimmed:
         if thinking:
@@ -98,9 +101,12 @@ def _parse(content: Any, native_calls: Any, schemas: ToolSchemas) -> Parsed:
             detail = "empty message" if not raw else "whitespace-only message"
         return NoAnswer("empty", detail, empty_feedback(), "empty")
 
-    blocks = tool_call_blocks(visible)
+    # Tags and tokens quoted in a program are code: only JSON and ReAct read inside it.
+    programs = program_blocks(visible)
+    unquoted = mask(visible, programs)
+    blocks = tool_call_blocks(unquoted)
     block_spans = [(block.start, block.end) for block in blocks]
-    dialects = dialect_spans(mask(visible, block_spans), schemas)
+    dialects = dialect_spans(mask(unquoted, block_spans), schemas)
     outside = mask(visible, sorted(block_spans + [(start, end) for start, end, _ in dialects]))
     layers: tuple[tuple[Layer, Callable[[], list[Attempt]]], ...] = (
         ("json", lambda: scan_json(outside, schemas)),
@@ -117,7 +123,7 @@ def _parse(content: Any, native_calls: Any, schemas: ToolSchemas) -> Parsed:
     if failures:
         detail = "; ".join(unique(failures)[:3])
         return NoAnswer("malformed", detail, malformed_feedback(detail, schemas), "malformed_call")
-    markup = find_markup(visible)
+    markup = find_markup(unquoted)
     if markup is not None:
         detail = f"tool-call markup no parser layer could read: {preview(markup, 60)!r}"
         return NoAnswer("malformed", detail, markup_feedback(detail, schemas), "unreadable_markup")

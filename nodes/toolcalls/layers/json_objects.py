@@ -82,21 +82,42 @@ def code_blocks(text: str) -> list[tuple[int, int]]:
     ``{"name": x, ...}`` in a Python snippet of a reflection is code, not a broken call;
     only fragments outside such blocks count as failed call attempts.
     """
-    spans: list[tuple[int, int]] = []
+    return [(start, end) for start, end, language in _fences(text) if language not in _JSON_FENCES]
+
+
+def program_blocks(text: str) -> list[tuple[int, int]]:
+    """Spans of fenced code in a programming language (```python, ```js, ...).
+
+    Tags and tokens quoted in a program (a reflection's notes on formats) are code, not
+    calls; fences in xml, text or no language may hold a model's real call.
+    """
+    return [(start, end) for start, end, language in _fences(text) if language in _PROGRAMS]
+
+
+_PROGRAMS = frozenset(
+    "python py python3 javascript js typescript ts jsx tsx bash sh shell zsh console go "
+    "golang rust rs c cpp c++ h java kotlin swift ruby rb php perl lua r julia haskell sql "
+    "csharp cs scala dart elixir clojure".split()
+)
+
+
+def _fences(text: str) -> list[tuple[int, int, str]]:
+    """Every fenced block: start, end (the end of the text if unclosed), language."""
+    found: list[tuple[int, int, str]] = []
     opening: re.Match[str] | None = None
     for fence in _FENCE_LINE.finditer(text):
         if opening is None:
             opening = fence
             continue
-        language = opening.group(1).strip().split(" ", 1)[0].lower()
-        if language not in _JSON_FENCES:
-            spans.append((opening.start(), fence.end()))
+        found.append((opening.start(), fence.end(), _language(opening)))
         opening = None
     if opening is not None:
-        language = opening.group(1).strip().split(" ", 1)[0].lower()
-        if language not in _JSON_FENCES:
-            spans.append((opening.start(), len(text)))
-    return spans
+        found.append((opening.start(), len(text), _language(opening)))
+    return found
+
+
+def _language(fence: re.Match[str]) -> str:
+    return fence.group(1).strip().split(" ", 1)[0].lower()
 
 
 def inside(pos: int, spans: Sequence[tuple[int, int]]) -> bool:
@@ -173,7 +194,10 @@ def _aliased_call(
     for name_key, input_keys in _ALIASES:
         name = obj.get(name_key)
         input_key = next((k for k in input_keys if k in obj), None)
-        if not isinstance(name, str) or (input_key is None and name_key != "tool_name"):
+        # {"tool_name": ...} alone is a call only where a call is expected (top level, in
+        # a tag), not as data nested in other JSON.
+        bare_ok = name_key == "tool_name" and (top or loose)
+        if not isinstance(name, str) or (input_key is None and not bare_ok):
             continue
         if name_key == "action" and name.strip().lower() in FINAL_ACTIONS:
             return None  # the agent's final answer, not a call
