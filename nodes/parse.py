@@ -38,7 +38,9 @@ _FLAGGED_REASONS = ("echoed_placeholder_call", "unreadable_markup")
 def _record_failure(state: AgentState, ctx: Context, step: int, outcome: NoAnswer) -> list[str]:
     """Log why the answer got a corrective turn (ERROR); the cycle's flags with the reason."""
     kind = outcome.reason if outcome.reason != "empty" else "malformed_call"
-    payload = ParseFailure(step=step, kind=kind, message=outcome.detail.splitlines()[0][:300])
+    payload = ParseFailure(
+        step=step, kind=kind, message=(outcome.detail.splitlines() or [""])[0][:300]
+    )
     ledger_of(state, ctx).emit(Event(state.cycle, keys.parse_failure(state.cycle, step), payload))
     if outcome.reason in _FLAGGED_REASONS and outcome.reason not in state.flags:
         return [*state.flags, outcome.reason]
