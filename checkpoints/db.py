@@ -12,6 +12,7 @@ import hashlib
 import os
 import threading
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -347,15 +349,23 @@ def insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> boo
     checkpointed counters, so a node re-run after a crash inserts nothing twice.
     (RETURNING, not rowcount: psycopg reports 1 for a conflicting DO NOTHING.)
     """
-    dialect = conn.dialect.name
+    stmt = _insert_ignore_statement(conn.dialect.name, table, tuple(values))
+    return conn.execute(stmt, values).first() is not None
+
+
+@cache
+def _insert_ignore_statement(dialect: str, table: Table, columns: tuple[str, ...]) -> Any:
+    # Built once per table and column set, values bound at execution: this is on every
+    # step's path, and building a statement per row cost more than running it.
     if dialect == "sqlite":
-        stmt: Any = sqlite.insert(table).values(**values).on_conflict_do_nothing()
+        stmt: Any = sqlite.insert(table)
     elif dialect == "postgresql":
-        stmt = postgresql.insert(table).values(**values).on_conflict_do_nothing()
+        stmt = postgresql.insert(table)
     else:  # pragma: no cover - only the two supported backends reach here
         raise RuntimeError(f"unsupported database dialect {dialect}")
     marker = next(iter(table.primary_key.columns))
-    return conn.execute(stmt.returning(marker)).first() is not None
+    values = {c: bindparam(c, type_=table.c[c].type) for c in columns}
+    return stmt.values(values).on_conflict_do_nothing().returning(marker)
 
 
 def upsert(conn: Connection, table: Table, values: dict[str, Any], keys: list[str]) -> None:

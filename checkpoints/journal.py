@@ -16,13 +16,18 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, bindparam, select
 
 from checkpoints.db import Storage, engine_for, insert_ignore, journal
 from checkpoints.events import Event, append_lines, insert_events
 from checkpoints.failpoints import failpoint
 
 T = TypeVar("T")
+
+_RECALL = select(journal.c.result).where(
+    journal.c.run_id == bindparam("run_id"), journal.c.key == bindparam("key")
+)
+"""Built once: `recall` runs before every side effect."""
 
 _MISSING: Any = object()
 
@@ -39,11 +44,7 @@ class Ledger:
     def recall(self, key: str) -> Any:
         """The journaled result for `key`, or `Ledger.MISSING`."""
         with self.engine.connect() as conn:
-            raw = conn.execute(
-                select(journal.c.result).where(
-                    journal.c.run_id == self.run_id, journal.c.key == key
-                )
-            ).scalar_one_or_none()
+            raw = conn.execute(_RECALL, {"run_id": self.run_id, "key": key}).scalar_one_or_none()
         return _MISSING if raw is None else json.loads(raw)
 
     MISSING = _MISSING
