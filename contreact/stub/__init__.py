@@ -9,27 +9,19 @@ It lets ``contreact demo``, the test suite and the benchmarks run the real
   deterministic answerers: a reply is a pure function of the request.
 * :mod:`contreact.stub.faults` - queued failures (HTTP errors, hangs, drops, mid-stream
   error lines, Ollama's tool-call parse error).
+* :mod:`contreact.stub.ollama_api` (request/response bodies), :mod:`~contreact.stub.httpd`
+  (HTTP plumbing), :mod:`~contreact.stub.control` (``/_stub/`` endpoints),
+  :mod:`~contreact.stub.scenarios` (scenario files), :mod:`~contreact.stub.embedding`.
 * ``python -m contreact.stub`` - the same server as a subprocess.
 
 Importing this package does not import LangChain.
 """
 
-from contreact.stub.agents import (
-    DEFAULT_EMBEDDING_MODELS,
-    DEFAULT_MODELS,
-    SCRIPTS_DIR,
-    Agent,
-    ChatRequest,
-    LooperAgent,
-    Reply,
-    Scenario,
-    ScriptedAgent,
-    SimulatedAgent,
-    embed_text,
-    load_scenario,
-    resolve_scenario_path,
-)
+from contreact.stub.agents import Agent, LooperAgent, ScriptedAgent, SimulatedAgent
+from contreact.stub.embedding import embed_text
 from contreact.stub.faults import TOOL_PARSE_ERROR_MESSAGE, Fault, FaultQueue
+from contreact.stub.ollama_api import DEFAULT_EMBEDDING_MODELS, DEFAULT_MODELS, ChatRequest, Reply
+from contreact.stub.scenarios import SCRIPTS_DIR, Scenario, load_scenario, resolve_scenario_path
 from contreact.stub.server import StubServer
 
 __all__ = [

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from contreact.stub.agents import canonical_model_name
+from contreact.stub.ollama_api import canonical_model_name
 
 __all__ = [
     "DEFAULT_FAULT_PATH",

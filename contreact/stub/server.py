@@ -17,185 +17,43 @@ Standard library only (``http.server``), so starting one costs milliseconds.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import logging
 import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
 
-from contreact.stub.agents import (
+from contreact.stub.agents import Agent, SimulatedAgent
+from contreact.stub.control import handle_control
+from contreact.stub.faults import Fault, FaultQueue
+from contreact.stub.httpd import StubHandler, StubHTTPServer
+from contreact.stub.ollama_api import (
+    CHAT_CAPABILITIES,
     DEFAULT_EMBEDDING_MODELS,
     DEFAULT_MODELS,
-    Agent,
+    EMBEDDING_CAPABILITIES,
+    OLLAMA_VERSION,
     ChatRequest,
+    ModelCard,
     Reply,
-    SimulatedAgent,
+    ServedModel,
     canonical_model_name,
-    embed_text,
-    estimate_tokens,
-    load_scenario,
+    chat_lines,
+    embed_body,
+    show_body,
+    stub_card,
+    tags_body,
+    whole_chat_body,
 )
-from contreact.stub.faults import Fault, FaultQueue
+from contreact.stub.scenarios import load_scenario
 
 __all__ = ["OLLAMA_VERSION", "StubServer"]
 
 log = logging.getLogger(__name__)
-
-OLLAMA_VERSION = "0.12.6"
-CHAT_CAPABILITIES: tuple[str, ...] = ("completion", "tools")
-EMBEDDING_CAPABILITIES: tuple[str, ...] = ("embedding",)
-
-# Synthetic per-token timings (ns): plausible numbers so tokens/s displays have
-# something to show; wall time still bounds total_duration from below.
-_LOAD_NS = 1_000_000
-_PROMPT_NS_PER_TOKEN = 100_000
-_EVAL_NS_PER_TOKEN = 1_000_000
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def _split(text: str, parts: int) -> list[str]:
-    """Split ``text`` at spaces into at most ``parts`` pieces that concatenate back to it.
-
-    Real Ollama streams a token at a time; a few pieces are enough to prove the client
-    reassembles a stream without flooding tests with chunks.
-    """
-    if not text:
-        return []
-    cuts = [0]
-    for i in range(1, parts):
-        pos = text.find(" ", len(text) * i // parts)
-        if pos > cuts[-1]:
-            cuts.append(pos)
-    cuts.append(len(text))
-    return [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
-
-
-@dataclass(frozen=True)
-class _Model:
-    name: str
-    capabilities: tuple[str, ...]
-
-    @property
-    def is_embedding(self) -> bool:
-        return "embedding" in self.capabilities
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    """The socket server; one daemon thread per connection."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-    # Benchmarks open dozens of connections at once; the default backlog of 5 would
-    # make some of them wait for a SYN retry.
-    request_queue_size = 256
-
-    def __init__(self, address: tuple[str, int], stub: StubServer) -> None:
-        self.stub = stub
-        super().__init__(address, _Handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """Routes one connection's requests to the owning :class:`StubServer`."""
-
-    # HTTP/1.1 for keep-alive and chunked streaming, as Ollama serves.
-    protocol_version = "HTTP/1.1"
-    server_version = "ollama-stub"
-
-    @property
-    def stub(self) -> StubServer:
-        return cast(_HTTPServer, self.server).stub
-
-    def setup(self) -> None:
-        super().setup()
-        # Streams are many small writes; with Nagle's algorithm each one waits for the
-        # client's delayed ACK (~40 ms), which would dwarf the latency benchmarks measure.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.stub._track(self.connection, add=True)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.stub._track(self.connection, add=False)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s - %s", self.address_string(), format % args)
-
-    # -- helpers -------------------------------------------------------------------
-
-    def read_body(self) -> bytes:
-        """Read the request body; always done first so closing never causes a reset."""
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
-
-    def send_bytes(self, status: int, data: bytes, content_type: str) -> None:
-        """Send a complete response with a Content-Length."""
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def send_json(self, status: int, obj: Any) -> None:
-        """Send ``obj`` as a JSON response."""
-        self.send_bytes(status, json.dumps(obj).encode(), "application/json; charset=utf-8")
-
-    def start_stream(self) -> None:
-        """Send headers for a chunked NDJSON stream."""
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-ndjson")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
-    def write_line(self, obj: Any) -> None:
-        """Send one NDJSON line as one HTTP chunk."""
-        data = json.dumps(obj).encode() + b"\n"
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-
-    def end_stream(self) -> None:
-        """Send the terminating zero-length chunk."""
-        self.wfile.write(b"0\r\n\r\n")
-
-    # -- verbs ---------------------------------------------------------------------
-
-    def _dispatch(self, method: str) -> None:
-        # Read any body whatever the verb: unread bytes would corrupt the next request
-        # on this keep-alive connection.
-        body = self.read_body()
-        try:
-            self.stub._route(self, method, body)
-        except OSError:
-            # The client gave up (e.g. its timeout fired during a delay fault), or stop()
-            # shut the socket down under a sleeping handler.
-            self.close_connection = True
-
-    def do_GET(self) -> None:
-        """Serve one GET request."""
-        self._dispatch("GET")
-
-    def do_HEAD(self) -> None:
-        """Serve one HEAD request."""
-        self._dispatch("HEAD")
-
-    def do_POST(self) -> None:
-        """Serve one POST request."""
-        self._dispatch("POST")
-
-    def do_DELETE(self) -> None:
-        """Serve one DELETE request."""
-        self._dispatch("DELETE")
 
 
 class StubServer:
@@ -242,13 +100,14 @@ class StubServer:
         self.record_path = Path(record) if record is not None else None
         self._requested_port = port
         self._lock = threading.Lock()
-        self._models: dict[str, _Model] = {}
+        self._models: dict[str, ServedModel] = {}
+        self._cards: dict[str, ModelCard] = {}
         self._records: list[dict[str, Any]] = []
         self._next_n = 1
         self._faults = FaultQueue()
         self._faults.extend(faults)
         self._record_file: IO[str] | None = None
-        self._httpd: _HTTPServer | None = None
+        self._httpd: StubHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
@@ -300,7 +159,7 @@ class StubServer:
         if self.record_path is not None:
             self.record_path.parent.mkdir(parents=True, exist_ok=True)
             self._record_file = self.record_path.open("a", encoding="utf-8")
-        self._httpd = _HTTPServer((self.host, self._requested_port), self)
+        self._httpd = StubHTTPServer((self.host, self._requested_port), self)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -392,6 +251,7 @@ class StubServer:
         *,
         embedding: bool = False,
         capabilities: Sequence[str] | None = None,
+        card: ModelCard | None = None,
     ) -> None:
         """Serve another model (replacing one of the same name).
 
@@ -400,12 +260,24 @@ class StubServer:
             embedding: Make it an embedding model rather than a chat model.
             capabilities: Explicit capabilities (e.g. ``["completion"]`` for a model
                 without tool support); overrides ``embedding``.
+            card: What ``/api/tags`` and ``/api/show`` say about it (family, size,
+                template, ...); default: a made-up 8B chat model or 137M embedder.
         """
         if capabilities is None:
             capabilities = EMBEDDING_CAPABILITIES if embedding else CHAT_CAPABILITIES
-        model = _Model(name=canonical_model_name(name), capabilities=tuple(capabilities))
+        model = ServedModel(name=canonical_model_name(name), capabilities=tuple(capabilities))
         with self._lock:
             self._models[model.name] = model
+            if card is not None:
+                self._cards[model.name] = card
+            else:
+                self._cards.pop(model.name, None)
+
+    def card(self, model: ServedModel) -> ModelCard:
+        """What the metadata endpoints say about ``model``."""
+        with self._lock:
+            card = self._cards.get(model.name)
+        return card if card is not None else stub_card(model)
 
     def remove_model(self, name: str) -> None:
         """Stop serving a model; requests for it then get Ollama's 404.
@@ -436,7 +308,8 @@ class StubServer:
 
     # -- internals -----------------------------------------------------------------
 
-    def _track(self, conn: socket.socket, *, add: bool) -> None:
+    def track(self, conn: socket.socket, *, add: bool) -> None:
+        """Note an open (``add``) or closed connection, so :meth:`stop` can shut it down."""
         with self._lock:
             if add:
                 self._connections.add(conn)
@@ -462,7 +335,7 @@ class StubServer:
         if seconds > 0:
             self._stopping.wait(seconds)
 
-    def _lookup(self, name: Any) -> tuple[_Model | None, int, str]:
+    def _lookup(self, name: Any) -> tuple[ServedModel | None, int, str]:
         """Resolve a request's model name to (model, error status, error text)."""
         if not isinstance(name, str) or not name.strip():
             return None, 400, "model is required"
@@ -472,14 +345,15 @@ class StubServer:
             return None, 404, f'model "{name}" not found, try pulling it first'
         return model, 200, ""
 
-    def _route(self, h: _Handler, method: str, raw: bytes) -> None:
+    def route(self, h: StubHandler, method: str, raw: bytes) -> None:
+        """Answer one request whose body has been read (called by the handler)."""
         parts = urlsplit(h.path)
         path = parts.path.rstrip("/") or "/"
         if path == "/" and method in ("GET", "HEAD"):
             h.send_bytes(200, b"Ollama is running", "text/plain; charset=utf-8")
             return
         if path.startswith("/_stub/"):
-            self._control(h, method, path, parse_qs(parts.query), raw)
+            handle_control(self, h, method, path, parse_qs(parts.query), raw)
             return
         routes = {
             ("POST", "/api/chat"): self._chat,
@@ -510,7 +384,7 @@ class StubServer:
 
     # -- /api/chat -----------------------------------------------------------------
 
-    def _chat(self, h: _Handler, path: str, raw: bytes) -> None:
+    def _chat(self, h: StubHandler, path: str, raw: bytes) -> None:
         started = time.monotonic_ns()
         body, error = self._decode(raw)
         if error:
@@ -555,7 +429,7 @@ class StubServer:
         if status != 200 or reply is None or req is None:
             h.send_json(status, {"error": error})
             return
-        lines = self._chat_lines(req, reply, started)
+        lines = chat_lines(req, reply, started, reply.usage)
         if not stream:
             self._send_whole(h, req, reply, lines[-1], fault)
             return
@@ -584,76 +458,12 @@ class StubServer:
             return status if stream or status != 200 else 500
         return fault.status
 
-    def _chat_lines(self, req: ChatRequest, reply: Reply, started_ns: int) -> list[dict[str, Any]]:
-        """Build the NDJSON stream for ``reply``; the last line is the ``done`` line."""
-        head = {"model": req.model, "created_at": _now_iso()}
-        lines: list[dict[str, Any]] = []
-        thinking = reply.thinking if req.thinking_requested else ""
-        for piece in _split(thinking, 3):
-            lines.append(
-                {
-                    **head,
-                    "message": {"role": "assistant", "content": "", "thinking": piece},
-                    "done": False,
-                }
-            )
-        for piece in _split(reply.content, 4):
-            lines.append(
-                {**head, "message": {"role": "assistant", "content": piece}, "done": False}
-            )
-        if reply.tool_calls:
-            calls = [
-                {"function": {"name": c["name"], "arguments": c.get("arguments") or {}}}
-                for c in reply.tool_calls
-            ]
-            lines.append(
-                {
-                    **head,
-                    "message": {"role": "assistant", "content": "", "tool_calls": calls},
-                    "done": False,
-                }
-            )
-        prompt_text = "".join(
-            content for m in req.messages if isinstance(content := m.get("content"), str)
-        )
-        output_text = (
-            thinking + reply.content + (json.dumps(reply.tool_calls) if reply.tool_calls else "")
-        )
-        prompt_tokens = estimate_tokens(prompt_text)
-        eval_tokens = estimate_tokens(output_text)
-        prompt_ns = prompt_tokens * _PROMPT_NS_PER_TOKEN
-        eval_ns = eval_tokens * _EVAL_NS_PER_TOKEN
-        wall_ns = time.monotonic_ns() - started_ns
-        lines.append(
-            {
-                **head,
-                "message": {"role": "assistant", "content": ""},
-                "done": True,
-                "done_reason": reply.done_reason,
-                "total_duration": max(wall_ns, _LOAD_NS + prompt_ns + eval_ns),
-                "load_duration": _LOAD_NS,
-                "prompt_eval_count": prompt_tokens,
-                "prompt_eval_duration": prompt_ns,
-                "eval_count": eval_tokens,
-                "eval_duration": eval_ns,
-            }
-        )
-        return lines
-
     @staticmethod
     def _send_whole(
-        h: _Handler, req: ChatRequest, reply: Reply, done: dict[str, Any], fault: Fault | None
+        h: StubHandler, req: ChatRequest, reply: Reply, done: dict[str, Any], fault: Fault | None
     ) -> None:
         """Answer a ``stream: false`` request with one JSON object."""
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-        if reply.thinking and req.thinking_requested:
-            message["thinking"] = reply.thinking
-        if reply.tool_calls:
-            message["tool_calls"] = [
-                {"function": {"name": c["name"], "arguments": c.get("arguments") or {}}}
-                for c in reply.tool_calls
-            ]
-        obj = {**done, "message": message}
+        obj = whole_chat_body(req, reply, done)
         if fault is not None and fault.kind == "error_line":
             # A non-streamed answer has no "mid-stream": Ollama reports it as a 500.
             h.send_json(500, {"error": fault.error})
@@ -671,7 +481,7 @@ class StubServer:
 
     # -- /api/embed ----------------------------------------------------------------
 
-    def _embed(self, h: _Handler, path: str, raw: bytes) -> None:
+    def _embed(self, h: StubHandler, path: str, raw: bytes) -> None:
         started = time.monotonic_ns()
         body, error = self._decode(raw)
         if error:
@@ -705,14 +515,7 @@ class StubServer:
         if status != 200:
             h.send_json(status, {"error": error})
             return
-        tokens = sum(estimate_tokens(t) for t in texts)
-        obj = {
-            "model": body["model"],
-            "embeddings": [embed_text(t) for t in texts],
-            "total_duration": max(time.monotonic_ns() - started, _LOAD_NS),
-            "load_duration": _LOAD_NS,
-            "prompt_eval_count": tokens,
-        }
+        obj = embed_body(body["model"], texts, started)
         data = json.dumps(obj).encode()
         if fault is not None and fault.kind == "drop_midstream":
             h.send_response(200)
@@ -726,44 +529,13 @@ class StubServer:
 
     # -- metadata endpoints --------------------------------------------------------
 
-    @staticmethod
-    def _details(model: _Model) -> dict[str, Any]:
-        family = "stub-embed" if model.is_embedding else "stub"
-        return {
-            "parent_model": "",
-            "format": "gguf",
-            "family": family,
-            "families": [family],
-            "parameter_size": "137M" if model.is_embedding else "8B",
-            "quantization_level": "F16" if model.is_embedding else "Q4_K_M",
-        }
-
-    @staticmethod
-    def _digest(model: _Model) -> str:
-        return hashlib.sha256(model.name.encode()).hexdigest()
-
-    def _tags(self, h: _Handler, path: str, raw: bytes) -> None:
+    def _tags(self, h: StubHandler, path: str, raw: bytes) -> None:
         self._record(path, None, None, 200)
         with self._lock:
             models = sorted(self._models.values(), key=lambda m: m.name)
-        h.send_json(
-            200,
-            {
-                "models": [
-                    {
-                        "name": m.name,
-                        "model": m.name,
-                        "modified_at": "2025-01-01T00:00:00Z",
-                        "size": 274_302_450 if m.is_embedding else 4_920_753_328,
-                        "digest": self._digest(m),
-                        "details": self._details(m),
-                    }
-                    for m in models
-                ]
-            },
-        )
+        h.send_json(200, tags_body([(m, self.card(m)) for m in models]))
 
-    def _show(self, h: _Handler, path: str, raw: bytes) -> None:
+    def _show(self, h: StubHandler, path: str, raw: bytes) -> None:
         body, error = self._decode(raw)
         if error:
             self._record(path, body, None, 400)
@@ -778,87 +550,14 @@ class StubServer:
             h.send_json(status, {"error": error})
             return
         self._record(path, body, None, 200)
-        arch = "stub-embed" if model.is_embedding else "stub"
         h.send_json(
-            200,
-            {
-                "license": "stub",
-                "modelfile": f"# Modelfile generated by the contreact stub\nFROM {model.name}\n",
-                "parameters": "",
-                "template": "{{ .Prompt }}",
-                "details": self._details(model),
-                "model_info": {
-                    "general.architecture": arch,
-                    "general.parameter_count": 137_000_000 if model.is_embedding else 8_000_000_000,
-                    f"{arch}.context_length": 8192 if model.is_embedding else 32768,
-                    f"{arch}.embedding_length": 256 if model.is_embedding else 4096,
-                },
-                "digest": self._digest(model),
-                "modified_at": "2025-01-01T00:00:00Z",
-                **({} if self.hide_capabilities else {"capabilities": list(model.capabilities)}),
-            },
+            200, show_body(model, self.card(model), capabilities=not self.hide_capabilities)
         )
 
-    def _version(self, h: _Handler, path: str, raw: bytes) -> None:
+    def _version(self, h: StubHandler, path: str, raw: bytes) -> None:
         self._record(path, None, None, 200)
         h.send_json(200, {"version": OLLAMA_VERSION})
 
-    def _ps(self, h: _Handler, path: str, raw: bytes) -> None:
+    def _ps(self, h: StubHandler, path: str, raw: bytes) -> None:
         self._record(path, None, None, 200)
         h.send_json(200, {"models": []})
-
-    # -- /_stub/ control -----------------------------------------------------------
-
-    def _control(
-        self, h: _Handler, method: str, path: str, query: dict[str, list[str]], raw: bytes
-    ) -> None:
-        if path == "/_stub/requests" and method == "GET":
-            only = query.get("path", [None])[0]
-            h.send_json(200, self.requests(only))
-            return
-        if path == "/_stub/faults" and method == "GET":
-            h.send_json(200, self.pending_faults())
-            return
-        if method != "POST":
-            h.send_json(405, {"error": f"{method} not allowed on {path}"})
-            return
-        try:
-            body = json.loads(raw or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            h.send_json(400, {"error": f"invalid JSON body: {exc}"})
-            return
-        try:
-            if path == "/_stub/reset":
-                keep = isinstance(body, dict) and body.get("faults") is False
-                self.reset(faults=not keep)
-                h.send_json(200, {"ok": True})
-            elif path == "/_stub/faults":
-                items = [body] if isinstance(body, dict) else body
-                if not isinstance(items, list):
-                    raise ValueError("expected a fault or a list of faults")
-                self.add_faults(*items)
-                h.send_json(200, {"queued": len(self._faults)})
-            elif path == "/_stub/models":
-                self._control_models(body)
-                h.send_json(200, {"models": self.models()})
-            else:
-                h.send_json(404, {"error": f"unknown control endpoint {path}"})
-        except (ValueError, TypeError) as exc:
-            h.send_json(400, {"error": str(exc)})
-
-    def _control_models(self, body: Any) -> None:
-        if not isinstance(body, dict):
-            raise ValueError('expected {"add": [...], "remove": [...]}')
-        for item in body.get("add") or []:
-            if isinstance(item, str):
-                self.add_model(item)
-            elif isinstance(item, dict) and isinstance(item.get("name"), str):
-                self.add_model(
-                    item["name"],
-                    embedding=bool(item.get("embedding")),
-                    capabilities=item.get("capabilities"),
-                )
-            else:
-                raise ValueError(f"cannot add model {item!r}")
-        for item in body.get("remove") or []:
-            self.remove_model(str(item))

@@ -1,0 +1,512 @@
+"""Ollama's API bodies as the stub reads and writes them.
+
+Request side: :class:`ChatRequest` (the parts of an ``/api/chat`` body an answerer may
+use) and :class:`Reply` (what it answers). Response side: the NDJSON stream lines, the
+non-streamed body, ``/api/tags``, ``/api/show`` and ``/api/embed`` bodies, shaped as
+Ollama shapes them so the real ``ChatOllama`` client can be tested against them.
+Anything that answers requests (scripted agents, a real GGUF model) goes through
+these, so every backend speaks the same dialect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from contreact.stub.embedding import embed_text
+from nodes import context_budget
+
+__all__ = [
+    "CHAT_CAPABILITIES",
+    "DEFAULT_EMBEDDING_MODELS",
+    "DEFAULT_MODELS",
+    "EMBEDDING_CAPABILITIES",
+    "OLLAMA_VERSION",
+    "ChatRequest",
+    "Reply",
+    "ServedModel",
+    "canonical_model_name",
+    "chat_lines",
+    "embed_body",
+    "estimate_tokens",
+    "message_text",
+    "show_body",
+    "split_text",
+    "tags_body",
+    "whole_chat_body",
+]
+
+OLLAMA_VERSION = "0.12.6"
+DEFAULT_MODELS: tuple[str, ...] = ("stub-model",)
+DEFAULT_EMBEDDING_MODELS: tuple[str, ...] = ("stub-embed",)
+CHAT_CAPABILITIES: tuple[str, ...] = ("completion", "tools")
+EMBEDDING_CAPABILITIES: tuple[str, ...] = ("embedding",)
+
+# Synthetic per-token timings (ns): plausible numbers so tokens/s displays have
+# something to show; wall time still bounds total_duration from below.
+_LOAD_NS = 1_000_000
+_PROMPT_NS_PER_TOKEN = 100_000
+_EVAL_NS_PER_TOKEN = 1_000_000
+
+_CYCLE_RE = re.compile(r"\bCycle (\d+)\b")
+_TEXT_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_TEXT_TOOL_LINE_RE = re.compile(r"^- (\w+)\(", re.MULTILINE)
+
+
+def canonical_model_name(name: str) -> str:
+    """Return the name Ollama would resolve ``name`` to.
+
+    Ollama treats ``llama3`` and ``llama3:latest`` as the same model; the stub must too,
+    or a config naming one form would get a 404 for a model the server lists.
+
+    Args:
+        name: A model name as a client sends it, with or without a tag.
+
+    Returns:
+        The name with ``:latest`` appended when it carries no tag.
+    """
+    name = name.strip()
+    last = name.rsplit("/", 1)[-1]
+    return name if ":" in last else f"{name}:latest"
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimate a token count with the context budget's own estimate (one estimator).
+
+    Args:
+        text: Any text.
+
+    Returns:
+        `nodes.context_budget.estimate_tokens`, at least 1 so counters never read zero
+        for real traffic.
+    """
+    return max(1, context_budget.estimate_tokens(text))
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """The parts of an ``/api/chat`` body an agent may base its reply on.
+
+    Attributes:
+        model: The model name exactly as the client sent it.
+        messages: Ollama-format messages (``role``, ``content``, optional ``tool_calls``).
+        tools: Tool definitions (``{"type": "function", "function": {...}}``); empty when
+            the client bound none (e.g. because the cycle's tool budget is spent).
+        think: The request's ``think`` value: ``True``/``False``, a level string
+            (``"low"`` ...) or ``None`` when absent.
+        options: The request's ``options`` (temperature, seed, num_ctx, ...).
+        format: The request's ``format`` (``"json"``, a JSON schema, or ``None``).
+        stream: Whether the client asked for a streamed answer.
+    """
+
+    model: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    think: bool | str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    format: Any = None
+    stream: bool = True
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ChatRequest:
+        """Build a request from a decoded ``/api/chat`` JSON body.
+
+        Args:
+            body: The decoded request JSON.
+
+        Returns:
+            The request; missing optional fields get Ollama's defaults.
+
+        Raises:
+            ValueError: If ``messages`` or ``tools`` is not a list of objects.
+        """
+        messages = body.get("messages") or []
+        tools = body.get("tools") or []
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise ValueError("messages must be a list of objects")
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            raise ValueError("tools must be a list of objects")
+        think = body.get("think")
+        options = body.get("options") or {}
+        return cls(
+            model=str(body.get("model") or ""),
+            messages=messages,
+            tools=tools,
+            think=think if isinstance(think, bool | str) else None,
+            options=options if isinstance(options, dict) else {},
+            format=body.get("format"),
+            stream=bool(body.get("stream", True)),
+        )
+
+    @property
+    def _first_user_index(self) -> int | None:
+        for i, message in enumerate(self.messages):
+            if message.get("role") == "user":
+                return i
+        return None
+
+    @property
+    def cycle(self) -> int:
+        """The cycle number named in the first user message (``Cycle N``), default 1."""
+        index = self._first_user_index
+        if index is None:
+            return 1
+        match = _CYCLE_RE.search(message_text(self.messages[index].get("content")))
+        return int(match.group(1)) if match else 1
+
+    @property
+    def step(self) -> int:
+        """How many assistant turns follow the first user message (0 on a cycle's first call)."""
+        index = self._first_user_index
+        after = self.messages if index is None else self.messages[index + 1 :]
+        return sum(1 for m in after if m.get("role") == "assistant")
+
+    @property
+    def cycle_tool_calls(self) -> list[dict[str, Any]]:
+        """Native tool calls the assistant made after the first user message, in order.
+
+        Returns:
+            ``[{"name", "arguments"}, ...]`` as echoed back by the client.
+        """
+        index = self._first_user_index
+        after = self.messages if index is None else self.messages[index + 1 :]
+        calls: list[dict[str, Any]] = []
+        for message in after:
+            if message.get("role") != "assistant":
+                continue
+            for match in _TEXT_CALL_RE.finditer(message_text(message.get("content"))):
+                try:
+                    call = json.loads(match.group(1))
+                except ValueError:
+                    continue
+                if isinstance(call, dict) and isinstance(call.get("name"), str):
+                    args = call.get("arguments")
+                    calls.append(
+                        {"name": call["name"], "arguments": args if isinstance(args, dict) else {}}
+                    )
+            for raw in message.get("tool_calls") or []:
+                function = raw.get("function") if isinstance(raw, dict) else None
+                if isinstance(function, dict) and isinstance(function.get("name"), str):
+                    args = function.get("arguments")
+                    calls.append(
+                        {
+                            "name": function["name"],
+                            "arguments": args if isinstance(args, dict) else {},
+                        }
+                    )
+        return calls
+
+    @property
+    def tools_offered(self) -> bool:
+        """Whether the client bound any tools to this call (natively or as text)."""
+        return bool(self.tools) or bool(self.text_tool_names)
+
+    @property
+    def text_tool_names(self) -> list[str]:
+        """Tools described in the system prompt in text-tool mode (none bound natively).
+
+        contreact lists them as `- name(...)` lines after a `<tool_call>` example.
+        """
+        if self.tools or not self.messages or self.messages[0].get("role") != "system":
+            return []
+        system = message_text(self.messages[0].get("content"))
+        if "<tool_call>" not in system:
+            return []
+        return _TEXT_TOOL_LINE_RE.findall(system)
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of the offered tools, in the order the client sent them."""
+        if not self.tools:
+            return self.text_tool_names
+        names = []
+        for tool in self.tools:
+            function = tool.get("function")
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                names.append(function["name"])
+        return names
+
+    @property
+    def thinking_requested(self) -> bool:
+        """Whether the client asked for thinking (``think: true`` or a level string)."""
+        return bool(self.think) and self.think != "false"
+
+    @property
+    def last_user_text(self) -> str:
+        """Content of the last user message, or ``""``."""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                return message_text(message.get("content"))
+        return ""
+
+
+def message_text(value: Any) -> str:
+    """A message's ``content`` as text (``""`` when absent or not a string)."""
+    return value if isinstance(value, str) else ""
+
+
+@dataclass
+class Reply:
+    """What the stub model answers.
+
+    Attributes:
+        content: Assistant text (may itself contain text-format tool calls).
+        tool_calls: Native tool calls, each ``{"name": str, "arguments": dict}``.
+        thinking: Reasoning text, sent as ``message.thinking`` only when the request
+            asked for thinking.
+        done_reason: The final chunk's ``done_reason`` (``"stop"``, ``"length"``, ...).
+        usage: Measured token counts and durations (a real model); ``None`` for a
+            scripted answer, whose counts are estimated.
+    """
+
+    content: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    thinking: str = ""
+    done_reason: str = "stop"
+    usage: Usage | None = None
+
+
+# ------------------------------------------------------------------------ responses
+
+
+def now_iso() -> str:
+    """The current time as Ollama writes ``created_at`` (UTC, microseconds, ``Z``)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def split_text(text: str, parts: int) -> list[str]:
+    """Split ``text`` at spaces into at most ``parts`` pieces that concatenate back to it.
+
+    Real Ollama streams a token at a time; a few pieces are enough to prove the client
+    reassembles a stream without flooding tests with chunks.
+    """
+    if not text:
+        return []
+    cuts = [0]
+    for i in range(1, parts):
+        pos = text.find(" ", len(text) * i // parts)
+        if pos > cuts[-1]:
+            cuts.append(pos)
+    cuts.append(len(text))
+    return [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A model the server lists: its (tagged) name and Ollama capabilities."""
+
+    name: str
+    capabilities: tuple[str, ...]
+
+    @property
+    def is_embedding(self) -> bool:
+        """Whether this is an embedding model rather than a chat model."""
+        return "embedding" in self.capabilities
+
+
+def _wire_calls(calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{"function": {"name": c["name"], "arguments": c.get("arguments") or {}}} for c in calls]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts and durations (ns) of one answer, as the ``done`` line carries them."""
+
+    prompt_eval_count: int
+    eval_count: int
+    prompt_eval_duration: int
+    eval_duration: int
+    load_duration: int
+    total_duration: int
+
+
+def synthetic_usage(req: ChatRequest, reply: Reply, started_ns: int) -> Usage:
+    """Estimated counts and plausible durations for an answer no model generated."""
+    thinking = reply.thinking if req.thinking_requested else ""
+    prompt_text = "".join(
+        content for m in req.messages if isinstance(content := m.get("content"), str)
+    )
+    output_text = (
+        thinking + reply.content + (json.dumps(reply.tool_calls) if reply.tool_calls else "")
+    )
+    prompt_tokens = estimate_tokens(prompt_text)
+    eval_tokens = estimate_tokens(output_text)
+    prompt_ns = prompt_tokens * _PROMPT_NS_PER_TOKEN
+    eval_ns = eval_tokens * _EVAL_NS_PER_TOKEN
+    wall_ns = time.monotonic_ns() - started_ns
+    return Usage(
+        prompt_eval_count=prompt_tokens,
+        eval_count=eval_tokens,
+        prompt_eval_duration=prompt_ns,
+        eval_duration=eval_ns,
+        load_duration=_LOAD_NS,
+        total_duration=max(wall_ns, _LOAD_NS + prompt_ns + eval_ns),
+    )
+
+
+def done_line(model: str, done_reason: str, usage: Usage) -> dict[str, Any]:
+    """The final ``done: true`` line of a chat answer."""
+    return {
+        "model": model,
+        "created_at": now_iso(),
+        "message": {"role": "assistant", "content": ""},
+        "done": True,
+        "done_reason": done_reason,
+        "total_duration": usage.total_duration,
+        "load_duration": usage.load_duration,
+        "prompt_eval_count": usage.prompt_eval_count,
+        "prompt_eval_duration": usage.prompt_eval_duration,
+        "eval_count": usage.eval_count,
+        "eval_duration": usage.eval_duration,
+    }
+
+
+def chat_lines(
+    req: ChatRequest, reply: Reply, started_ns: int, usage: Usage | None = None
+) -> list[dict[str, Any]]:
+    """Build the NDJSON stream for ``reply``; the last line is the ``done`` line.
+
+    Args:
+        req: The request answered.
+        reply: The answer.
+        started_ns: ``time.monotonic_ns()`` when the request arrived.
+        usage: Measured counts and durations; estimated when ``None``.
+
+    Returns:
+        The stream's lines, in order.
+    """
+    head = {"model": req.model, "created_at": now_iso()}
+    lines: list[dict[str, Any]] = []
+    thinking = reply.thinking if req.thinking_requested else ""
+    for piece in split_text(thinking, 3):
+        lines.append(
+            {
+                **head,
+                "message": {"role": "assistant", "content": "", "thinking": piece},
+                "done": False,
+            }
+        )
+    for piece in split_text(reply.content, 4):
+        lines.append({**head, "message": {"role": "assistant", "content": piece}, "done": False})
+    if reply.tool_calls:
+        lines.append(
+            {
+                **head,
+                "message": {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": _wire_calls(reply.tool_calls),
+                },
+                "done": False,
+            }
+        )
+    usage = usage if usage is not None else synthetic_usage(req, reply, started_ns)
+    lines.append(done_line(req.model, reply.done_reason, usage))
+    return lines
+
+
+def whole_chat_body(req: ChatRequest, reply: Reply, done: Mapping[str, Any]) -> dict[str, Any]:
+    """The body of a ``stream: false`` answer: the ``done`` line with the whole message."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.thinking and req.thinking_requested:
+        message["thinking"] = reply.thinking
+    if reply.tool_calls:
+        message["tool_calls"] = _wire_calls(reply.tool_calls)
+    return {**done, "message": message}
+
+
+def embed_body(model: str, texts: Sequence[str], started_ns: int) -> dict[str, Any]:
+    """The ``/api/embed`` answer for ``texts``."""
+    return {
+        "model": model,
+        "embeddings": [embed_text(t) for t in texts],
+        "total_duration": max(time.monotonic_ns() - started_ns, _LOAD_NS),
+        "load_duration": _LOAD_NS,
+        "prompt_eval_count": sum(estimate_tokens(t) for t in texts),
+    }
+
+
+# ------------------------------------------------------------------------- metadata
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """What ``/api/tags`` and ``/api/show`` say about a model beyond its name."""
+
+    family: str
+    parameter_size: str
+    quantization_level: str
+    size: int
+    parameter_count: int
+    context_length: int
+    embedding_length: int
+    template: str = "{{ .Prompt }}"
+    license: str = "stub"
+
+
+def stub_card(model: ServedModel) -> ModelCard:
+    """The made-up card of a scripted model (an 8B chat model or a 137M embedder)."""
+    if model.is_embedding:
+        return ModelCard("stub-embed", "137M", "F16", 274_302_450, 137_000_000, 8192, 256)
+    return ModelCard("stub", "8B", "Q4_K_M", 4_920_753_328, 8_000_000_000, 32768, 4096)
+
+
+def digest(model: ServedModel) -> str:
+    """A stable digest for the model (Ollama's is the manifest's sha256)."""
+    return hashlib.sha256(model.name.encode()).hexdigest()
+
+
+def details(card: ModelCard) -> dict[str, Any]:
+    """The ``details`` object of ``/api/tags`` and ``/api/show``."""
+    return {
+        "parent_model": "",
+        "format": "gguf",
+        "family": card.family,
+        "families": [card.family],
+        "parameter_size": card.parameter_size,
+        "quantization_level": card.quantization_level,
+    }
+
+
+def tags_body(models: Sequence[tuple[ServedModel, ModelCard]]) -> dict[str, Any]:
+    """The ``/api/tags`` answer listing ``models``."""
+    return {
+        "models": [
+            {
+                "name": m.name,
+                "model": m.name,
+                "modified_at": "2025-01-01T00:00:00Z",
+                "size": card.size,
+                "digest": digest(m),
+                "details": details(card),
+            }
+            for m, card in models
+        ]
+    }
+
+
+def show_body(model: ServedModel, card: ModelCard, *, capabilities: bool = True) -> dict[str, Any]:
+    """The ``/api/show`` answer (``capabilities`` omitted as Ollama before 0.6 did)."""
+    arch = card.family
+    return {
+        "license": card.license,
+        "modelfile": f"# Modelfile generated by the contreact stub\nFROM {model.name}\n",
+        "parameters": "",
+        "template": card.template,
+        "details": details(card),
+        "model_info": {
+            "general.architecture": arch,
+            "general.parameter_count": card.parameter_count,
+            f"{arch}.context_length": card.context_length,
+            f"{arch}.embedding_length": card.embedding_length,
+        },
+        "digest": digest(model),
+        "modified_at": "2025-01-01T00:00:00Z",
+        **({"capabilities": list(model.capabilities)} if capabilities else {}),
+    }
