@@ -127,6 +127,9 @@ class LlmInvocation(Payload):
     tokens_out: int = 0
     duration_s: float = 0.0
     done_reason: str | None = None
+    flags: list[str] = field(default_factory=list)
+    """What is wrong with the answer as text: `truncated` (`done_reason: length`),
+    `invented_turn` (it wrote a turn that is not the model's; see `nodes.answer_health`)."""
     server_parse_error: str | None = None
     retries: list[dict[str, Any]] = field(default_factory=list)
     switched_to_text_tools: Any = None

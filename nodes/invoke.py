@@ -24,6 +24,7 @@ from checkpoints.cycles import earlier_notes
 from checkpoints.events import Error, Event, LlmInvocation, count_events
 from checkpoints.journal import Ledger
 from graph.state import AgentState, Context
+from nodes.answer_health import answer_flags
 from nodes.assemble import prompt_of
 from nodes.budgets import tools_offered
 from nodes.ollama_client import (
@@ -275,6 +276,7 @@ def _call_and_log(
         tokens_out=record.get("tokens_out", 0),
         duration_s=record.get("seconds", 0.0),
         done_reason=record.get("done_reason"),
+        flags=answer_flags(record, cycle),
         server_parse_error=record.get("server_parse_error"),
         retries=record["retries"],
         switched_to_text_tools=switched,

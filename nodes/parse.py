@@ -9,10 +9,14 @@ read) gets a corrective turn naming the valid tools and an ERROR event saying wh
 final answer that is not the structured reflection the run asks for (`reflection:
 {format: json}`) gets a corrective turn naming what is wrong, and a cycle out of steps
 closes, flagged.
+
+Before any of that, a turn the model invented is cut off its answer, and a final answer
+that was truncated or merely echoes the prompt is flagged (`nodes.answer_health`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -22,7 +26,15 @@ from langgraph.runtime import Runtime
 from checkpoints import keys
 from checkpoints.events import Event, ParseFailure
 from graph.state import AgentState, Context, CycleStats, PendingCall
+from nodes.answer_health import (
+    ECHO_FLAG,
+    INVENTED_TURN_FLAG,
+    TRUNCATED_FLAG,
+    cut_invented_turn,
+    is_echo,
+)
 from nodes.budgets import past_time_limit, steps_left
+from nodes.prompts import system_text
 from nodes.reflection_format import Accepted, check_reflection, correction
 from nodes.session import ledger_of
 from nodes.session import step as on_lineage
@@ -67,6 +79,42 @@ def _correct(feedback: str, message_id: str, stats: CycleStats) -> dict[str, Any
 
 @on_lineage
 def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Cut invented turns, route the answer, and flag a truncated or echoed reflection."""
+    message = state.messages[-1] if state.messages else None
+    found: list[str] = []
+    if isinstance(message, AIMessage) and isinstance(message.content, str):
+        cut = cut_invented_turn(message.content, state.cycle)
+        if cut.marker is not None:
+            # The model's own words end where its invented turn begins; the cut message
+            # (same id) replaces the answer, so no later prompt shows the invention.
+            message = message.model_copy(update={"content": cut.text})
+            state = dataclasses.replace(state, messages=[*state.messages[:-1], message])
+            found.append(INVENTED_TURN_FLAG)
+    update = _route(state, runtime)
+    if isinstance(message, AIMessage) and update.get("outcome") == "final":
+        if message.response_metadata.get("done_reason") == "length":
+            found.append(TRUNCATED_FLAG)
+        text = str(update.get("final_text") or "")
+        if text and is_echo(text, _echo_sources(state)):
+            found.append(ECHO_FLAG)
+    if not found or not isinstance(message, AIMessage):
+        return update
+    if INVENTED_TURN_FLAG in found and not any(
+        getattr(m, "id", None) == message.id for m in update.get("messages", [])
+    ):
+        update["messages"] = [message, *update.get("messages", [])]
+    flags = list(update.get("flags", state.flags))
+    update["flags"] = flags + [f for f in found if f not in flags]
+    return update
+
+
+def _echo_sources(state: AgentState) -> list[str]:
+    """What a reflection may not merely repeat: the system prompt and the cycle's earlier turns."""
+    earlier = [m.content for m in state.messages[:-1] if isinstance(m.content, str)]
+    return [system_text([], task=state.task, text_tools=state.tool_mode == "text"), *earlier]
+
+
+def _route(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Classify the last model message and route the cycle accordingly."""
     ctx = runtime.context
     message = state.messages[-1] if state.messages else None

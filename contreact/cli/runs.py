@@ -234,6 +234,13 @@ def memory(
 def demo(
     cycles: Annotated[int, typer.Option(help="How many cycles to run.")] = 3,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Name of the demo run.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="A real model behind the stub: gemma3:270m, smollm2:135m or a GGUF path "
+            "(needs the 'real' extra)."
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Run a short agent against the bundled Ollama stub: no Ollama needed."""
@@ -242,20 +249,21 @@ def demo(
 
     def body() -> NoReturn:
         name = run_id or "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        with StubServer().start() as server:
+        with _demo_server(model) if model else StubServer().start() as server:
+            settings = real_demo_settings(server.models()[0]) if model else _SCRIPTED_DEMO
             cfg = parse_config(
                 {
                     "run_id": name,
-                    "model": "stub-model",
                     "cycles": cycles,
-                    "ollama": {"host": server.url, "timeout_s": 30, "retries": 2},
-                    "similarity": {"embedding_model": "stub-embed"},
+                    **settings,
+                    "ollama": {**settings["ollama"], "host": server.url},
                 },
                 "demo",
             )
             where = storage()
+            against = f"the real model {cfg.model}" if model else "the bundled stub"
             out.print(
-                f"Demo: {cycles} cycles against the bundled stub at {server.url} "
+                f"Demo: {cycles} cycles against {against} at {server.url} "
                 f"(data in {where.data_dir})",
                 markup=False,
             )
@@ -268,6 +276,39 @@ def demo(
         finish(outcome)
 
     guarded(body)
+
+
+_SCRIPTED_DEMO: dict[str, Any] = {
+    "model": "stub-model",
+    "ollama": {"timeout_s": 30, "retries": 2},
+    "similarity": {"embedding_model": "stub-embed"},
+}
+
+
+def real_demo_settings(model: str) -> dict[str, Any]:
+    """The demo's config for a real small model on CPU (also the real test tier's).
+
+    Answers are capped (`num_predict`) and cycles kept to a few steps: a base model runs
+    every answer to the cap, and on two cores a step takes seconds, not milliseconds.
+    Tools go as text (`auto`: the model has no `tools` capability); similarity is lexical.
+    """
+    return {
+        "model": model,
+        "ollama": {"timeout_s": 300, "retries": 1},
+        "model_options": {"temperature": 0.6, "seed": 42, "num_ctx": 4096, "num_predict": 192},
+        "limits": {"max_steps_per_cycle": 4, "max_tool_calls_per_cycle": 6},
+        "tools": "auto",
+    }
+
+
+def _demo_server(model: str) -> Any:
+    """The stub serving a real model, started; one line saying how to get the extra if missing."""
+    from contreact.stub.real import MissingExtraError, build_real_server
+
+    try:
+        return build_real_server(model).start()
+    except (MissingExtraError, FileNotFoundError) as exc:
+        raise BadInputError(str(exc)) from None
 
 
 @app.command()

@@ -5,6 +5,9 @@ poking at the API with curl) need the server outside their own interpreter. The
 process prints exactly one line, ``STUB READY http://HOST:PORT``, once it is listening,
 so a parent can read the URL (with ``--port 0`` the port is only known then); it
 serves until SIGTERM or SIGINT and exits 0.
+
+``--real-model gemma3:270m|smollm2:135m|PATH.gguf`` serves a real model instead of an
+agent (:mod:`contreact.stub.real`, needs the ``real`` extra).
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--embedding-models", help="comma-separated embedding model names")
     parser.add_argument("--latency-ms", type=float, help="delay added to every chat request")
     parser.add_argument("--record", help="append every request as a JSON line to this file")
+    parser.add_argument(
+        "--real-model",
+        metavar="MODEL",
+        help="serve a real GGUF model: gemma3:270m, smollm2:135m or a path (extra 'real')",
+    )
     return parser
 
 
@@ -82,6 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         0 on a signal-initiated shutdown, 2 on bad arguments or a bad scenario.
     """
     args = _parser().parse_args(argv)
+    if args.real_model:
+        from contreact.stub.real import serve_real
+
+        return serve_real(args.real_model, host=args.host, port=args.port)
     try:
         server = build_server(args)
         server.start()
