@@ -14,6 +14,7 @@ from typing import Any
 from checkpoints.cycles import cycle_records
 from checkpoints.db import Storage, engine_for
 from checkpoints.registry import RunRecord
+from contreact.analysis.format_health import FormatHealth, format_health
 from contreact.analysis.metrics import (
     ModelSummary,
     RunSummary,
@@ -51,6 +52,8 @@ class ReportData:
     pei_results: list[PeiResult] = field(default_factory=list)
     pei: PeiMatrix | None = None
     methods: Methods | None = None
+    health: list[FormatHealth] = field(default_factory=list)
+    """Per model: steps, calls parsed, unreadable markup, truncations, echoes, ..."""
 
 
 def in_report_order(runs: Sequence[RunRecord]) -> list[RunRecord]:
@@ -116,4 +119,5 @@ def collect(
         pei_results=results,
         pei=build_matrix(results, rated) if rated else None,
         methods=collect_methods(engine, runs),
+        health=format_health(engine, runs),
     )

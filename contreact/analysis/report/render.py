@@ -96,6 +96,8 @@ def render_markdown(data: ReportData, images: Sequence[tuple[str, str]]) -> str:
         markdown_table(*model_table(data)),
         "## Table 1 by run",
         markdown_table(*run_table(data)),
+        "## Format health",
+        "\n".join(f"- {h.line()}" for h in data.health) or "–",
     ]
     if data.pei is not None:
         parts += [
@@ -146,6 +148,9 @@ def render_html(data: ReportData, images: Sequence[tuple[str, str, bytes]]) -> s
         _html_table(*model_table(data)),
         "<h2>Table 1 by run</h2>",
         _html_table(*run_table(data), css="wide"),
+        '<h2>Format health</h2><ul class="health">'
+        + "".join(f"<li>{html.escape(h.line())}</li>" for h in data.health)
+        + "</ul>",
     ]
     if data.pei is not None:
         body += [
