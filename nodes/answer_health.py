@@ -34,10 +34,11 @@ ECHO_FLAG = "echoed_prompt"
 INVENTED_TURN_FLAG = "invented_turn"
 """The answer went on to write a turn that is not the model's (cut there)."""
 
-# A turn marker of a chat template, or a speaker label at the start of a line.
+# A turn marker of a chat template anywhere; a tool result or a speaker label opening a
+# line (a prose mention of "<tool_response> tags" is an echo of the prompt, not a turn).
 _ROLE_MARKER = re.compile(
     r"<start_of_turn>|<end_of_turn>|<\|im_start\|>|<\|im_end\|>|<\|start_header_id\|>"
-    r"|<tool_response\b"
+    r"|^[ \t]*<tool_response\b"
     r"|^[ \t]*(?:user|human|system)[ \t]*:",
     re.IGNORECASE | re.MULTILINE,
 )

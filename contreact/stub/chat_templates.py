@@ -101,7 +101,8 @@ def render_gemma3(messages: Sequence[Message]) -> str:
             out.append(f"<start_of_turn>model\n{message['content']}<end_of_turn>\n")
         if last:
             out.append("<start_of_turn>model\n")
-    return "".join(out)
+    # The template file ends with a newline after its range: every prompt ends "model\n\n".
+    return "".join(out) + "\n"
 
 
 def render_chatml(messages: Sequence[Message]) -> str:
