@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.real_model:
         from contreact.stub.real import serve_real
 
-        return serve_real(args.real_model, host=args.host, port=args.port)
+        return serve_real(args.real_model, host=args.host, port=args.port, record=args.record)
     try:
         server = build_server(args)
         server.start()

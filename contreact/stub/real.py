@@ -188,6 +188,8 @@ class RealModel:
     n_threads: int = field(default_factory=lambda: default_threads())
     _loaded: _Loaded | None = None
     _pending_load_ns: int = 0
+    _whole_chunks: int = 0
+    """Cached tokens evaluated in whole `n_batch` chunks from position 0 (see `_reuse_cache`)."""
 
     def load(self, n_ctx: int) -> Any:
         """The llama.cpp model with a context of `n_ctx` (reloaded when it changes, as Ollama)."""
@@ -197,6 +199,7 @@ class RealModel:
         if self._loaded is not None:
             self._loaded.llm.close()
             self._loaded = None
+        self._whole_chunks = 0
         started = time.monotonic_ns()
         llm = llama_cpp.Llama(
             model_path=str(self.file.path),
@@ -323,6 +326,7 @@ class RealModel:
         num_predict = int(opts.get("num_predict", -1))
         limit = room if num_predict < 0 else min(num_predict, room)
         stops = STOP_STRINGS[self.family]
+        self._reuse_cache(llm, prompt)
         out: list[int] = []
         text, reason, first_ns = "", "length", 0
         if limit <= 0:
@@ -350,7 +354,33 @@ class RealModel:
                 break
             if len(out) >= limit:
                 break
+        self._whole_chunks = len(prompt) // llm.n_batch * llm.n_batch
         return text, len(out), reason, first_ns
+
+    def _reuse_cache(self, llm: Any, prompt: Sequence[int]) -> None:
+        """Keep only the cached prefix a fresh evaluation would have computed the same way.
+
+        llama.cpp's numbers depend on how tokens are batched: a prompt evaluated in one go
+        and the same prompt evaluated as a cached prefix plus the rest differ in the last
+        bits, and at temperature > 0 that changes the answer (measured: SmolLM2 at 0.6
+        gave two different answers to one seeded request, depending on the request
+        before it). A resumed run re-sends a request after a different predecessor, so
+        the answer must not depend on the cache: the prefix kept is cut back to whole
+        `n_batch` chunks that were evaluated as whole chunks, and the rest is evaluated
+        in the same chunks a fresh prompt would be. Same request, same answer.
+        """
+        cached = list(llm._input_ids[: llm.n_tokens])
+        common = 0
+        for a, b in zip(cached, prompt, strict=False):
+            if a != b:
+                break
+            common += 1
+        keep = min(common, self._whole_chunks, len(prompt) - 1) // llm.n_batch * llm.n_batch
+        if keep == 0:
+            llm.reset()
+        elif keep < llm.n_tokens:
+            llm._ctx.kv_cache_seq_rm(-1, keep, -1)
+            llm.n_tokens = keep
 
 
 class RealAgent:
@@ -397,17 +427,19 @@ def build_real_server(
     return server
 
 
-def serve_real(model: str, *, host: str = "127.0.0.1", port: int = 0) -> int:
+def serve_real(
+    model: str, *, host: str = "127.0.0.1", port: int = 0, record: str | Path | None = None
+) -> int:
     """Serve `model` until SIGTERM/SIGINT, printing `STUB READY <url>` once listening.
 
     The entry point of `python -m contreact.stub --real-model` (and of `contreact stub
-    --model`). Errors are one line on stderr.
+    --model`). Errors are one line on stderr; `record` appends every request to a file.
 
     Returns:
         0 after a signal, 2 when the model cannot be served (the extra missing, no file).
     """
     try:
-        server = build_real_server(model, host=host, port=port).start()
+        server = build_real_server(model, host=host, port=port, record=record).start()
     except (MissingExtraError, FileNotFoundError, OSError, ValueError) as exc:
         print(f"stub: {exc}", file=sys.stderr)
         return 2
