@@ -27,7 +27,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -170,6 +171,25 @@ def _size_label(n_params: int) -> str:
     return f"{n_params / 1e6:.2f}M"
 
 
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2 while llama.cpp loads a model.
+
+    With `verbose=False` llama.cpp still prints a line per load (Gemma's "using full-size
+    SWA cache ...") from C, past Python's `sys.stderr`; a demo's output is no place for it.
+    Loads happen before serving or between requests, so nothing else is lost.
+    """
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 @dataclass
 class _Loaded:
     llm: Any
@@ -201,13 +221,14 @@ class RealModel:
             self._loaded = None
         self._whole_chunks = 0
         started = time.monotonic_ns()
-        llm = llama_cpp.Llama(
-            model_path=str(self.file.path),
-            n_ctx=n_ctx,
-            n_threads=self.n_threads,
-            n_threads_batch=self.n_threads,
-            verbose=False,
-        )
+        with _quiet_stderr():
+            llm = llama_cpp.Llama(
+                model_path=str(self.file.path),
+                n_ctx=n_ctx,
+                n_threads=self.n_threads,
+                n_threads_batch=self.n_threads,
+                verbose=False,
+            )
         load_ns = time.monotonic_ns() - started
         self._loaded = _Loaded(llm, n_ctx, load_ns)
         self._pending_load_ns += load_ns
