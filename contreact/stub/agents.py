@@ -383,7 +383,7 @@ def _as_asked(req: ChatRequest, note: str) -> str:
     `reflection: {format: json}` can be tested end to end.
     """
     first = req.messages[0] if req.messages else {}
-    system = _text(first.get("content")) if first.get("role") == "system" else ""
+    system = message_text(first.get("content")) if first.get("role") == "system" else ""
     match = re.search(r"## Format of your final response\n.*?```json\n(.*?)\n```", system, re.S)
     try:
         schema = json.loads(match.group(1)) if match else None
