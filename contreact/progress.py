@@ -4,10 +4,16 @@ On a terminal a live status line (spinner, cycle, step, what is running now, tok
 sits under the lines and the lines are styled; when stdout is not a TTY (CI, a log
 file, a pipe) there is no status line and the lines are plain text, one event per line,
 so they stay greppable. `quiet` keeps only reflections and the outcome.
+
+The terminal operator policy asks through `ask`: the live line stops while the agent's
+message and the prompt are on screen (the typed reply echoes as typed), and comes back
+with the next step. A failed run's reason is not printed here: the face prints it once,
+on stderr.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
@@ -47,6 +53,8 @@ class LineProgress:
         self.tokens_out = 0
         self.seconds = 0.0
         self.status: Status | None = None
+        self.asked = False
+        """The last operator message was asked here (the exchange is on screen already)."""
 
     def _line(self, text: str, style: str = "") -> None:
         self.console.print(f"[{style}]{text}[/]" if style else text)
@@ -63,6 +71,30 @@ class LineProgress:
             self.status.start()
         else:
             self.status.update(text)
+
+    def pause(self) -> None:
+        """Stop the live line (it comes back with the next step)."""
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def ask(self, message: str) -> str:
+        """The terminal operator policy: show the agent's message, read a non-empty reply.
+
+        Raises:
+            OperatorUnavailableError: stdin is not a console (the run then waits in the queue).
+        """
+        from contreact.errors import OperatorUnavailableError
+
+        if not sys.stdin.isatty():
+            raise OperatorUnavailableError("operator mode 'terminal' found no interactive console")
+        self.pause()
+        self._line(escape(f"\nMessage from the agent: {message}"), "bold magenta")
+        reply = ""
+        while not reply.strip():
+            reply = self.console.input("Your reply: ")
+        self.asked = True
+        return reply
 
     def started(self, record: RunRecord, state: AgentState | None, resumed: bool) -> None:
         """Announce the run."""
@@ -115,7 +147,11 @@ class LineProgress:
             )
 
     def operator(self, message: str, reply: str | None, policy: str) -> None:
-        """Show an operator exchange."""
+        """Show an operator exchange (after `ask`, only the reply is news)."""
+        if self.asked and reply is not None:
+            self.asked = False
+            self._line(escape(f"  operator ({policy}) → agent: {_short(reply, 200)}"), "magenta")
+            return
         self._line(escape(f"  agent → operator: {_short(message, 200)}"), "magenta")
         if reply is None:
             self._line("  (waiting in the queue: answer with `contreact reply`)", "magenta")
@@ -123,10 +159,10 @@ class LineProgress:
             self._line(escape(f"  operator ({policy}) → agent: {_short(reply, 200)}"), "magenta")
 
     def finished(self, outcome: RunOutcome) -> None:
-        """Say how the drive ended."""
-        if self.status is not None:
-            self.status.stop()
-            self.status = None
+        """Say how the drive ended (a failure is the face's to report, on stderr)."""
+        self.pause()
+        if outcome.status == "failed":
+            return
         style = {"completed": "bold green", "paused": "bold yellow"}.get(outcome.status, "bold red")
         tail = f": {outcome.reason}" if outcome.reason else ""
         self._line(escape(f"run {outcome.run_id} {outcome.status}{tail}"), style)

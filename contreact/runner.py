@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -329,13 +329,15 @@ def _drive_steps(
             progress.operator(str(asks[0].get("message", "")), reply, "queue")
             payload = Command(resume={"reply": reply, "policy": "queue"})
         set_status(engine, record.run_id, "running", claim=True)
-        progress.started(record, state, resume and state is not None)
         # A dict payload opens a cycle (new run, fork, extension); None continues `state`.
         if isinstance(payload, dict):
             span = (payload["cycle"], payload["last_cycle"])
         else:
             assert state is not None
             span = (state.cycle, state.last_cycle)
+        # An extended run is shown from the cycle it opens (5 of 6), not where it ended (4/4).
+        shown = None if state is None else replace(state, cycle=span[0], last_cycle=span[1])
+        progress.started(record, shown, resume and state is not None)
         invocation: RunnableConfig = {
             **thread,
             "recursion_limit": recursion_limit(ctx, span[1] - span[0] + 1),

@@ -1,7 +1,9 @@
 """The `contreact` command line (console script `contreact`, also `python -m contreact`).
 
 `app.py` holds the typer application and the shared error handling; each other module
-registers one family of commands on it.
+registers one family of commands on it. Command modules import only typer, rich and
+`app` at start-up; what a command needs is imported when it runs (start-up time is
+measured by `benchmarks/startup.py`).
 """
 
 import signal
@@ -9,9 +11,11 @@ import signal
 from contreact.cli import (  # noqa: F401 - each module registers its commands
     batch,
     chat,
+    delete,
     operator,
     research,
     runs,
+    stub,
     studio,
 )
 from contreact.cli.app import app

@@ -1,7 +1,13 @@
 """The typer application and what every command shares: options, error lines, exit codes.
 
 Exit codes: 0 done, 1 run failed, 2 bad input or config, 3 paused waiting for the
-operator. Every error is one clear line on stderr; `--debug` adds the traceback.
+operator. Every error is one clear line on stderr; `--debug` adds the traceback. A
+closed pipe (`contreact export RUN | head -1`) ends the command quietly with status 0,
+as other Unix tools do.
+
+Start-up is part of the interface: `--help`, `list` and `status` must answer at once, so
+this module imports only typer and rich; the engine (LangGraph, LangChain), the config
+model and the database layer are imported inside the commands that use them.
 """
 
 from __future__ import annotations
@@ -15,19 +21,14 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
-from checkpoints.db import Storage, resolve_storage
-from checkpoints.registry import RunExistsError, RunNotFoundError
-from contreact.config import ConfigError
-from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
-
 if TYPE_CHECKING:
+    from checkpoints.db import Storage
     from contreact.runner import RunOutcome
 
 app = typer.Typer(
     name="contreact",
     help="Continuous ReAct agents on local Ollama models, as a LangGraph state machine.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 
@@ -55,29 +56,66 @@ def fail(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _loaded(module: str, name: str) -> type[BaseException] | None:
+    """An exception class, if its module is loaded (if not, nothing can have raised it).
+
+    Looking the classes up lazily keeps the config model and the database layer out of
+    the start-up of commands that never touch them.
+    """
+    found = getattr(sys.modules.get(module), name, None)
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None
+
+
+def _is(exc: BaseException, module: str, name: str) -> bool:
+    kind = _loaded(module, name)
+    return kind is not None and isinstance(exc, kind)
+
+
+def explain(exc: Exception) -> tuple[str, int] | None:
+    """The line and exit code for an error a user can act on (None: an unexpected one)."""
+    if isinstance(exc, BadInputError) or _is(exc, "contreact.config", "ConfigError"):
+        return str(exc), 2
+    if _is(exc, "checkpoints.registry", "RunExistsError"):
+        return f"run {exc} already exists; continue it with `contreact resume {exc}`", 2
+    if _is(exc, "checkpoints.registry", "RunNotFoundError"):
+        return f"no run named {exc} in {storage().data_dir} (see `contreact list`)", 2
+    if _is(exc, "contreact.errors", "RunAlreadyCompletedError"):
+        return (
+            f"run {exc} is already completed; extend it with `contreact resume {exc} --cycles N`",
+            2,
+        )
+    if _is(exc, "contreact.errors", "OperatorUnavailableError"):
+        return str(exc), 2
+    if _is(exc, "contreact.errors", "NotWaitingError"):
+        return f"run {exc} is not waiting for the operator (see `contreact operator`)", 2
+    return None
+
+
+def quiet_broken_pipe() -> NoReturn:
+    """The reader went away (`| head`): stop quietly with status 0.
+
+    Later writes, and the interpreter's final flush, go to /dev/null instead of raising
+    again (Python's documented recipe for SIGPIPE).
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise typer.Exit(0)
+
+
 def guarded(action: Callable[[], T]) -> T:
     """Run a command body, turning known errors into one line and an exit code."""
     try:
         return action()
     except typer.Exit:
         raise
-    except (ConfigError, BadInputError) as exc:
-        fail(str(exc), 2)
-    except RunExistsError as exc:
-        fail(f"run {exc} already exists; continue it with `contreact resume {exc}`", 2)
-    except RunNotFoundError as exc:
-        fail(f"no run named {exc} in {storage().data_dir} (see `contreact list`)", 2)
-    except RunAlreadyCompletedError as exc:
-        fail(
-            f"run {exc} is already completed; extend it with `contreact resume {exc} --cycles N`", 2
-        )
-    except OperatorUnavailableError as exc:
-        fail(str(exc), 2)
-    except NotWaitingError as exc:
-        fail(f"run {exc} is not waiting for the operator (see `contreact operator`)", 2)
+    except BrokenPipeError:
+        quiet_broken_pipe()
     except KeyboardInterrupt:
         fail("interrupted", 130)
     except Exception as exc:
+        known = explain(exc)
+        if known is not None:
+            fail(*known)
         if OPTIONS.debug:
             raise
         fail(f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1)
@@ -85,25 +123,31 @@ def guarded(action: Callable[[], T]) -> T:
 
 def storage(config_dir: str | None = None, config_url: str | None = None) -> Storage:
     """The storage chosen by flags, then the config, then CONTREACT_HOME / ./runs."""
+    from checkpoints.db import resolve_storage
+
     try:
         return resolve_storage(OPTIONS.data_dir or config_dir, OPTIONS.db_url or config_url)
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
 
 
-def ask_on_terminal(message: str) -> str:
-    """The terminal operator policy: show the agent's message, read a reply."""
-    if not sys.stdin.isatty():
-        raise OperatorUnavailableError("operator mode 'terminal' found no interactive console")
-    out.print(f"\n[bold magenta]Message from the agent:[/] {message}")
-    return str(typer.prompt("Your reply"))
-
-
 def finish(outcome: RunOutcome) -> NoReturn:
-    """Exit with the run's outcome code (failures also get one line on stderr)."""
+    """Exit with the run's outcome code (a failure's one line goes to stderr)."""
     if outcome.status == "failed":
         err.print(f"contreact: run {outcome.run_id} failed: {outcome.reason}", markup=False)
     raise typer.Exit(outcome.exit_code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("contreact")
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        out.print(f"contreact {number}", markup=False)
+        raise typer.Exit(0)
 
 
 @app.callback()
@@ -118,6 +162,12 @@ def main_options(
     ] = None,
     debug: Annotated[
         bool, typer.Option("--debug", help="Show tracebacks and retry warnings.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
     ] = False,
 ) -> None:
     """Continuous ReAct agents on local Ollama models."""

@@ -1,32 +1,195 @@
-"""`contreact batch CONFIG`: models × replicates with bounded concurrency, one summary table."""
+"""`contreact batch CONFIG`: models × replicates with bounded concurrency, progress, one summary.
+
+While the batch runs, a terminal shows a live table (run, model, cycle i/N, step, status,
+tokens/s, ETA); a pipe or a log file gets one plain line per cycle per run. Progress is
+read from the database (`contreact.batch_watch`), which is also how `batch --status NAME`
+shows a batch that runs elsewhere. With `--json`, stdout holds only the summary document
+and the progress lines go to stderr.
+"""
 
 from __future__ import annotations
 
-import json
+import threading
+import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from contreact.batch import BatchRunner, load_batch
-from contreact.cli.app import OPTIONS, BadInputError, app, guarded, out, storage
+from contreact.cli.app import OPTIONS, BadInputError, app, err, guarded, out, storage
+from contreact.cli.output import emit_json, emit_table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from contreact.batch_watch import BatchWatch, CycleDone
+
+LIVE_COLUMNS = ["run", "model", "cycle", "step", "status", "tok/s", "ETA"]
+POLL_S = 0.5
+
+
+def _live_rows(watch: BatchWatch) -> list[list[str]]:
+    from contreact.batch_watch import duration
+
+    now = time.time()
+    rows = []
+    for v in watch.views.values():
+        rate = "" if v.tokens_per_s is None else f"{v.tokens_per_s:.1f}"
+        eta = duration(v.eta_seconds(now)) if v.status not in ("waiting",) else ""
+        cycle = f"{max(v.cycle, v.done)}/{v.last_cycle}"
+        step = str(v.step) if v.status == "running" else ""
+        rows.append([v.run_id, v.model, cycle, step, v.status, rate, eta])
+    return rows
+
+
+def _live_table(watch: BatchWatch) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(*LIVE_COLUMNS)
+    for row in _live_rows(watch):
+        table.add_row(*(Text(c) for c in row))
+    return table
+
+
+def cycle_line(done: CycleDone) -> str:
+    """The plain line for a finished cycle."""
+    from contreact.batch_watch import duration
+
+    rate = "" if done.tokens_per_s is None else f" · {done.tokens_per_s:.1f} tok/s"
+    return (
+        f"  {done.run_id}: cycle {done.cycle}/{done.last_cycle} done in "
+        f"{duration(done.seconds)}{rate} · ETA {duration(done.eta_s)}"
+    )
+
+
+class Follower:
+    """Polls the batch's progress in a thread and shows it: live table or plain lines."""
+
+    def __init__(self, watch: BatchWatch, live: bool, lines: Console) -> None:
+        self.watch, self.live, self.lines = watch, live, lines
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="batch-progress", daemon=True)
+        self._display: Any = None
+
+    def say(self, text: str) -> None:
+        """A line above the live table (or a plain line)."""
+        self.lines.print(text, markup=False)
+
+    def __enter__(self) -> Follower:
+        self.watch.poll()
+        if self.live:
+            from rich.live import Live
+
+            self._display = Live(
+                _live_table(self.watch), console=self.lines, refresh_per_second=4, transient=True
+            )
+            self._display.start()
+        self._thread.start()
+        return self
+
+    def _tick(self) -> None:
+        for done in self.watch.poll():
+            if not self.live:
+                self.say(cycle_line(done))
+        if self._display is not None:
+            self._display.update(_live_table(self.watch))
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_S):
+            try:
+                self._tick()
+            except Exception:  # noqa: BLE001, S110 - a missed poll is harmless; the next counts
+                pass
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        try:
+            self._tick()  # the cycles that ended since the last poll
+        finally:
+            if self._display is not None:
+                self._display.stop()
+
+
+def _summary(results: list[Any]) -> None:
+    emit_table(
+        ["run", "model", "status", "cycles", "memory ops", "to operator", "final keys", "host"],
+        [
+            [
+                r.run_id,
+                r.model,
+                r.status,
+                r.cycles,
+                r.memory_ops,
+                r.operator_messages,
+                r.final_memory_keys,
+                r.host,
+            ]
+            for r in results
+        ],
+    )
+
+
+def _status(name: str, as_json: bool) -> None:
+    from checkpoints.db import engine_for
+    from contreact.batch_watch import BatchWatch
+
+    watch = BatchWatch.of_batch(engine_for(storage()), name)
+    if not watch.views:
+        raise BadInputError(f"no runs of a batch named {name} in {storage().data_dir}")
+    watch.poll()
+    if as_json:
+        now = time.time()
+        emit_json(
+            [
+                {
+                    "run_id": v.run_id,
+                    "model": v.model,
+                    "cycle": max(v.cycle, v.done),
+                    "cycles_done": v.done,
+                    "cycles_planned": v.last_cycle,
+                    "step": v.step,
+                    "status": v.status,
+                    "tokens_per_s": v.tokens_per_s,
+                    "eta_s": v.eta_seconds(now),
+                }
+                for v in watch.views.values()
+            ]
+        )
+        return
+    emit_table(LIVE_COLUMNS, _live_rows(watch))
 
 
 @app.command()
 def batch(
     config: Annotated[
-        Path, typer.Argument(help="Batch config: a run config with `models`, `replicates`.")
-    ],
+        Path | None,
+        typer.Argument(help="Batch config: a run config with `models`, `replicates`."),
+    ] = None,
     parallel: Annotated[
         int | None, typer.Option(help="Runs at once (default: the config's `parallel`).")
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option("--status", help="Show where batch NAME stands (it may run elsewhere)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Run every model × replicate of CONFIG; run it again to resume the batch."""
 
     def body() -> None:
+        if status is not None:
+            _status(status, as_json)
+            return
+        if config is None:
+            raise BadInputError("give a batch CONFIG to run, or --status NAME to look at one")
+        from checkpoints.db import engine_for
+        from contreact.batch import BatchRunner, load_batch
+        from contreact.batch_watch import BatchWatch
+
         spec = load_batch(config)
         if parallel is not None and parallel < 1:
             raise BadInputError("--parallel must be at least 1")
@@ -34,41 +197,26 @@ def batch(
         flags = ["--data-dir", str(where.data_dir)]
         if OPTIONS.db_url:
             flags += ["--db-url", OPTIONS.db_url]
-        out.print(
+        # With --json, stdout is the summary document alone: progress goes to stderr.
+        lines = err if as_json else out
+        lines.print(
             f"batch {spec.name}: {len(spec.runs)} runs, {parallel or spec.parallel} at a time",
             markup=False,
         )
+        watch = BatchWatch(
+            engine_for(where),
+            [(r.run_id, r.model, int(r.config.get("cycles", 0))) for r in spec.runs],
+        )
+        with Follower(watch, live=lines.is_terminal, lines=lines) as follower:
 
-        def notify(run_id: str, what: str) -> None:
-            if not as_json:
-                out.print(f"  {run_id}: {what}", markup=False)
+            def notify(run_id: str, what: str) -> None:
+                follower.say(f"  {run_id}: {what}")
 
-        results = BatchRunner(spec, where, flags, notify).run(parallel or spec.parallel)
+            results = BatchRunner(spec, where, flags, notify).run(parallel or spec.parallel)
         if as_json:
-            out.print_json(json.dumps([asdict(r) for r in results]))
+            emit_json([asdict(r) for r in results])
         else:
-            table = Table(
-                "run",
-                "model",
-                "status",
-                "cycles",
-                "memory ops",
-                "to operator",
-                "final keys",
-                "host",
-            )
-            for r in results:
-                table.add_row(
-                    r.run_id,
-                    r.model,
-                    r.status,
-                    str(r.cycles),
-                    str(r.memory_ops),
-                    str(r.operator_messages),
-                    str(r.final_memory_keys),
-                    r.host,
-                )
-            out.print(table)
+            _summary(results)
         statuses = {r.status for r in results}
         if statuses - {"completed", "paused"}:
             raise typer.Exit(1)

@@ -14,42 +14,43 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from checkpoints.db import engine_for
-from checkpoints.registry import get_run
-from contreact.cli.app import BadInputError, app, ask_on_terminal, guarded, out, storage
-from contreact.config import deep_merge, load_config, parse_config
-from contreact.progress import LineProgress
+from contreact.cli.app import BadInputError, app, finish, guarded, out, storage
 
 if TYPE_CHECKING:
+    from contreact.progress import LineProgress
     from contreact.runner import RunOutcome
 
 EXIT_WORDS = frozenset({"exit", "quit", ":q", "/exit", "/quit"})
 
 
-class ChatProgress(LineProgress):
-    """Shows tool calls briefly and the agent's answer as a chat line."""
+def chat_progress(quiet: bool) -> LineProgress:
+    """A progress that shows tool calls briefly and the agent's answer as a chat line."""
+    from contreact.progress import LineProgress
 
-    def started(self, record: Any, state: Any, resumed: bool) -> None:
-        """Say nothing: the chat prompt is announcement enough."""
+    class ChatProgress(LineProgress):
+        def started(self, record: Any, state: Any, resumed: bool) -> None:
+            """Say nothing: the chat prompt is announcement enough."""
 
-    def node_started(self, node: str) -> None:
-        """No status line in a chat."""
+        def node_started(self, node: str) -> None:
+            """No status line in a chat."""
 
-    def update(self, node: str, update: dict[str, Any]) -> None:
-        """Tool calls dimmed, the cycle's answer on a line of its own."""
-        if node == "parse" and update.get("outcome") == "final":
-            self.reflection = str(update.get("final_text", ""))
-        elif node == "dispatch" and not self.quiet:
-            for message in update.get("messages") or []:
-                self._line(f"  · {message.name}", "dim")
-        elif node == "reflect":
-            self._line(self.reflection.strip() or "(no answer)", "")
-            self.reflection = ""
+        def update(self, node: str, update: dict[str, Any]) -> None:
+            """Tool calls dimmed, the cycle's answer on a line of its own."""
+            if node == "parse" and update.get("outcome") == "final":
+                self.reflection = str(update.get("final_text", ""))
+            elif node == "dispatch" and not self.quiet:
+                for message in update.get("messages") or []:
+                    self._line(f"  · {message.name}", "dim")
+            elif node == "reflect":
+                self._line(self.reflection.strip() or "(no answer)", "")
+                self.reflection = ""
 
-    def finished(self, outcome: RunOutcome) -> None:
-        """Only failures and pauses are news in a chat."""
-        if outcome.status in ("failed", "paused"):
-            super().finished(outcome)
+        def finished(self, outcome: RunOutcome) -> None:
+            """Only failures and pauses are news in a chat."""
+            if outcome.status in ("failed", "paused"):
+                super().finished(outcome)
+
+    return ChatProgress(quiet=quiet)
 
 
 def _read(prompt: str) -> str | None:
@@ -75,35 +76,42 @@ def chat(
     """Chat with a tasked agent; `exit`, Ctrl-D or Ctrl-C leave, `--resume` continues later."""
 
     def body() -> None:
+        from checkpoints.db import engine_for
+        from checkpoints.registry import get_run
         from contreact.runner import resume_run, start_run
 
         where = storage()
-        progress = ChatProgress(quiet=quiet)
-        name = resume
+        progress = chat_progress(quiet)
+        # Named up front: the id is printed now and on leaving, for `--resume`.
+        name = resume or run_id or "chat-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        started = resume is not None
         if resume is not None:
             record = get_run(engine_for(where), resume)
             if not record.config.get("task"):
                 raise BadInputError(f"run {resume} is not a chat (it has no task)")
             if record.status != "completed":
                 # A turn was interrupted: finish it before asking for the next one.
-                resume_run(resume, where, progress=progress, ask_operator=ask_on_terminal)
-            out.print(f"Continuing chat {resume}. Type `exit` to leave.", markup=False)
+                resume_run(resume, where, progress=progress, ask_operator=progress.ask)
+            out.print(f"Continuing chat {name}. Type `exit` to leave.", markup=False)
         else:
-            out.print("New chat. Type `exit` to leave.", markup=False)
+            out.print(f"New chat {name}. Type `exit` to leave.", markup=False)
         while True:
             line = _read("you> ")
             if line is None:
-                out.print("bye")
+                if started:
+                    out.print(f"bye: continue with `contreact chat --resume {name}`", markup=False)
+                else:
+                    out.print(f"bye: nothing was said, so chat {name} was not kept", markup=False)
                 return
             if not line.strip():
                 continue
             try:
-                if name is None:
-                    name = run_id or "chat-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+                if not started:
                     settings = _settings(config, name, line, model, host)
                     outcome = start_run(
-                        settings, where, progress=progress, ask_operator=ask_on_terminal
+                        settings, where, progress=progress, ask_operator=progress.ask
                     )
+                    started = True
                 else:
                     outcome = resume_run(
                         name,
@@ -112,7 +120,7 @@ def chat(
                         opening=line,
                         overrides={"model": model, "host": host},
                         progress=progress,
-                        ask_operator=ask_on_terminal,
+                        ask_operator=progress.ask,
                     )
             except KeyboardInterrupt:
                 out.print(
@@ -120,7 +128,7 @@ def chat(
                 )
                 raise typer.Exit(130) from None
             if outcome.status == "failed":
-                raise typer.Exit(1)
+                finish(outcome)
 
     guarded(body)
 
@@ -129,6 +137,8 @@ def _settings(
     config: Path | None, name: str, task: str, model: str | None, host: str | None
 ) -> Any:
     """The chat's run config: one cycle per turn, the first message as its task."""
+    from contreact.config import deep_merge, load_config, parse_config
+
     base: dict[str, Any] = {"model": "llama3.1:8b"}
     if config is not None:
         base = load_config(config, {"run_id": name}).model_dump(mode="json")

@@ -6,15 +6,13 @@ answers one and lets that run continue.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import Annotated, NoReturn
 
 import typer
-from rich.table import Table
 
-from contreact.cli.app import app, ask_on_terminal, finish, guarded, out, storage
-from contreact.progress import LineProgress
+from contreact.cli.app import app, finish, guarded, out, storage
+from contreact.cli.output import emit_json, emit_table
 
 
 @app.command()
@@ -28,16 +26,17 @@ def operator(
 
         pending = pending_operator_messages(storage())
         if as_json:
-            out.print_json(json.dumps([asdict(p) for p in pending]))
+            emit_json([asdict(p) for p in pending])
             return
         if not pending:
             out.print("No messages are waiting for the operator.")
             return
-        table = Table("run", "cycle", "waiting since", "message")
-        for p in pending:
-            table.add_row(p.run_id, str(p.cycle), p.since, p.message)
-        out.print(table)
-        out.print("Answer one with: contreact reply RUN TEXT", markup=False)
+        emit_table(
+            ["run", "cycle", "waiting since", "message"],
+            [[p.run_id, p.cycle, p.since, p.message] for p in pending],
+        )
+        if out.is_terminal:
+            out.print("Answer one with: contreact reply RUN TEXT", markup=False)
 
     guarded(body)
 
@@ -51,14 +50,12 @@ def reply(
     """Answer the message RUN is waiting on; the run continues (until done or the next message)."""
 
     def body() -> NoReturn:
+        from contreact.progress import LineProgress
         from contreact.runner import resume_run
 
+        progress = LineProgress(quiet=quiet)
         outcome = resume_run(
-            run_id,
-            storage(),
-            reply=text,
-            progress=LineProgress(quiet=quiet),
-            ask_operator=ask_on_terminal,
+            run_id, storage(), reply=text, progress=progress, ask_operator=progress.ask
         )
         finish(outcome)
 

@@ -8,7 +8,6 @@ evaluation has been done and stored.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,17 +15,17 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
-from rich.table import Table
 
-from checkpoints.db import engine_for
-from contreact.analysis.runs import AnalysisInputError, select_runs
 from contreact.cli.app import BadInputError, app, err, fail, guarded, out, storage
+from contreact.cli.output import emit_json, emit_table
 
 T = TypeVar("T")
 
 
 def _checked(action: Callable[[], T]) -> T:
     """Run an analysis call, turning its input errors into the CLI's exit-2 errors."""
+    from contreact.analysis.runs import AnalysisInputError
+
     try:
         return action()
     except AnalysisInputError as exc:
@@ -64,6 +63,7 @@ def pei(
     and the PEI question, with no tools; the level is parsed and stored. Running it again
     reuses stored ratings. `pei --set RUN EVALUATOR LEVEL` records a level by hand.
     """
+    from checkpoints.db import engine_for
     from contreact.analysis.agreement import describe
     from contreact.analysis.pei import (
         PeiFailure,
@@ -72,6 +72,7 @@ def pei(
         evaluate,
     )
     from contreact.analysis.pei import set_level as record_level
+    from contreact.analysis.runs import select_runs
     from contreact.evaluate import ask_evaluator
 
     def manual() -> None:
@@ -127,14 +128,15 @@ def pei(
                 "evaluator_means": dict(zip(matrix.columns, matrix.evaluator_means, strict=True)),
                 "agreement": [a.__dict__ for a in agreements],
             }
-            sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+            emit_json(payload)
         else:
-            table = Table("history \\ evaluator", *matrix.columns)
-            for label, row in zip(matrix.rows, matrix.cells, strict=True):
-                table.add_row(label, *("–" if v is None else f"{v:g}" for v in row))
+            rows = [
+                [label, *("–" if v is None else f"{v:g}" for v in row)]
+                for label, row in zip(matrix.rows, matrix.cells, strict=True)
+            ]
             means = matrix.evaluator_means
-            table.add_row("mean", *("–" if v is None else f"{v:.2f}" for v in means))
-            out.print(table)
+            rows.append(["mean", *("–" if v is None else f"{v:.2f}" for v in means)])
+            emit_table(["history \\ evaluator", *matrix.columns], rows)
             for agreement in agreements:
                 out.print(describe(agreement), markup=False)
         if outcome.failures:
@@ -167,7 +169,9 @@ def report(
     ] = False,
 ) -> None:
     """Write tables (CSV, Markdown), plots (PNG) and one self-contained HTML report."""
+    from checkpoints.db import engine_for
     from contreact.analysis.report import build_report
+    from contreact.analysis.runs import select_runs
 
     def body() -> None:
         where = storage()
@@ -200,6 +204,7 @@ def export(
     ] = None,
 ) -> None:
     """Export a run: its event log as JSON lines, or its cycles as CSV."""
+    from checkpoints.db import engine_for
     from contreact.analysis.export import export_run
 
     def body() -> None:

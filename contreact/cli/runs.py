@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.table import Table
 
-from checkpoints.cycles import cycle_records
-from checkpoints.db import engine_for
-from checkpoints.events import log_path
-from checkpoints.registry import get_run, list_runs
-from contreact.cli.app import (
-    BadInputError,
-    app,
-    ask_on_terminal,
-    finish,
-    guarded,
-    out,
-    storage,
-)
-from contreact.config import load_config, parse_config
-from contreact.progress import LineProgress
-from tools.memory import memory_snapshot
+from contreact.cli.app import BadInputError, app, finish, guarded, out, storage
+from contreact.cli.output import emit_json, emit_table
+
+# The engine, the config model and the database layer are imported inside each command:
+# `list` and `status` must start fast (see contreact/cli/app.py).
 
 
 @app.command()
@@ -44,15 +30,18 @@ def run(
     """Start a new run from CONFIG."""
 
     def body() -> NoReturn:
-        from contreact.runner import start_run
+        from contreact.config import load_config
+        from contreact.progress import LineProgress
 
         cfg = load_config(
             config, {"model": model, "cycles": cycles, "run_id": run_id, "host": host}
         )
         where = storage(cfg.storage.data_dir, cfg.storage.url)
-        finish(
-            start_run(cfg, where, progress=LineProgress(quiet=quiet), ask_operator=ask_on_terminal)
-        )
+        progress = LineProgress(quiet=quiet)
+        # The engine is imported after the config is read: a bad config fails at once.
+        from contreact.runner import start_run
+
+        finish(start_run(cfg, where, progress=progress, ask_operator=progress.ask))
 
     guarded(body)
 
@@ -68,17 +57,19 @@ def resume(
     """Continue RUN from its last checkpoint (after a crash, a failure or a pause)."""
 
     def body() -> NoReturn:
+        from contreact.progress import LineProgress
         from contreact.runner import resume_run
 
         if cycles is not None and cycles < 1:
             raise BadInputError("--cycles must be at least 1")
+        progress = LineProgress(quiet=quiet)
         outcome = resume_run(
             run_id,
             storage(),
             extra_cycles=cycles,
             overrides={"model": model, "host": host},
-            progress=LineProgress(quiet=quiet),
-            ask_operator=ask_on_terminal,
+            progress=progress,
+            ask_operator=progress.ask,
         )
         finish(outcome)
 
@@ -86,6 +77,11 @@ def resume(
 
 
 def _run_summary(run_id: str) -> dict[str, Any]:
+    from checkpoints.cycles import cycle_records
+    from checkpoints.db import engine_for
+    from checkpoints.events import log_path
+    from checkpoints.registry import get_run
+
     where = storage()
     engine = engine_for(where)
     record = get_run(engine, run_id)
@@ -124,7 +120,7 @@ def status(
     def body() -> None:
         summary = _run_summary(run_id)
         if as_json:
-            out.print_json(json.dumps(summary))
+            emit_json(summary)
             return
         for key, value in summary.items():
             if value not in (None, ""):
@@ -140,6 +136,10 @@ def list_(
     """List all runs."""
 
     def body() -> None:
+        from checkpoints.cycles import cycle_records
+        from checkpoints.db import engine_for
+        from checkpoints.registry import list_runs
+
         engine = engine_for(storage())
         rows: list[dict[str, Any]] = [
             {
@@ -156,18 +156,25 @@ def list_(
             for r in list_runs(engine)
         ]
         if as_json:
-            out.print_json(json.dumps(rows))
+            emit_json(rows)
             return
         if not rows:
             out.print("No runs yet. Start one with `contreact demo` or `contreact run CONFIG`.")
             return
-        table = Table("run", "status", "origin", "model", "cycles", "updated")
-        for r in rows:
-            cycles = f"{r['cycles_done']}/{r['cycles_planned']}"
-            table.add_row(
-                r["run_id"], r["status"], r["origin"], r["model"], cycles, r["updated_at"]
-            )
-        out.print(table)
+        emit_table(
+            ["run", "status", "origin", "model", "cycles", "updated"],
+            [
+                [
+                    r["run_id"],
+                    r["status"],
+                    r["origin"],
+                    r["model"],
+                    f"{r['cycles_done']}/{r['cycles_planned']}",
+                    r["updated_at"],
+                ]
+                for r in rows
+            ],
+        )
 
     guarded(body)
 
@@ -180,11 +187,15 @@ def show(
     """Show a run's reflections and metrics, cycle by cycle."""
 
     def body() -> None:
+        from checkpoints.cycles import cycle_records
+        from checkpoints.db import engine_for
+        from checkpoints.registry import get_run
+
         engine = engine_for(storage())
         get_run(engine, run_id)
         records = cycle_records(engine, run_id)
         if as_json:
-            out.print_json(json.dumps([asdict(r) for r in records]))
+            emit_json([asdict(r) for r in records])
             return
         if not records:
             out.print(f"Run {run_id} has no completed cycles yet.")
@@ -213,19 +224,28 @@ def memory(
     """Show a run's memory."""
 
     def body() -> None:
+        from checkpoints.db import engine_for
+        from checkpoints.registry import get_run
+        from tools.memory import memory_snapshot
+
         engine = engine_for(storage())
         get_run(engine, run_id)
         snapshot = memory_snapshot(engine, run_id)
         if as_json:
-            sys.stdout.write(json.dumps(snapshot, ensure_ascii=False, indent=2) + "\n")
+            emit_json(snapshot)
             return
         if not snapshot:
             out.print(f"Run {run_id} has no memories.")
             return
-        table = Table("key", "value")
-        for key, value in snapshot.items():
-            table.add_row(key, value if len(value) < 200 else value[:199] + "…")
-        out.print(table)
+        # On a terminal long values are cut to keep the table readable; a pipe gets them whole.
+        limit = 200 if out.is_terminal else None
+        emit_table(
+            ["key", "value"],
+            [
+                [key, value if limit is None or len(value) < limit else value[: limit - 1] + "…"]
+                for key, value in snapshot.items()
+            ],
+        )
 
     guarded(body)
 
@@ -244,10 +264,13 @@ def demo(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Run a short agent against the bundled Ollama stub: no Ollama needed."""
-    from contreact.runner import start_run
-    from contreact.stub import StubServer
 
     def body() -> NoReturn:
+        from contreact.config import parse_config
+        from contreact.progress import LineProgress
+        from contreact.runner import start_run
+        from contreact.stub import StubServer
+
         name = run_id or "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         with _demo_server(model) if model else StubServer().start() as server:
             settings = real_demo_settings(server.models()[0]) if model else _SCRIPTED_DEMO
@@ -323,9 +346,11 @@ def fork(
     """Branch RUN from the end of a cycle into a new run (the original is untouched), and run it."""
 
     def body() -> NoReturn:
+        from contreact.progress import LineProgress
         from contreact.runner import fork_run
 
         changes = {"model": model} if model else {}
+        progress = LineProgress(quiet=quiet)
         try:
             outcome = fork_run(
                 run_id,
@@ -334,8 +359,8 @@ def fork(
                 new_run_id=new_run_id,
                 changes=changes,
                 cycles=cycles,
-                progress=LineProgress(quiet=quiet),
-                ask_operator=ask_on_terminal,
+                progress=progress,
+                ask_operator=progress.ask,
             )
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
@@ -351,10 +376,12 @@ def doctor(
     host: Annotated[str | None, typer.Option(help="The Ollama host to check.")] = None,
 ) -> None:
     """Check that Ollama answers, has the model, and that the model can call tools."""
-    from contreact.doctor import run_checks
-    from graph.defaults import DEFAULT_MODEL, TOOL_MODE, default_ollama_host
 
     def body() -> None:
+        from contreact.config import load_config
+        from contreact.doctor import run_checks
+        from graph.defaults import DEFAULT_MODEL, TOOL_MODE, default_ollama_host
+
         cfg = load_config(config, {"model": model, "host": host}) if config else None
         where = storage(cfg.storage.data_dir, cfg.storage.url) if cfg else storage()
         target = model or (cfg.model if cfg else DEFAULT_MODEL)
