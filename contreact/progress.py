@@ -55,6 +55,8 @@ class LineProgress:
         self.status: Status | None = None
         self.asked = False
         """The last operator message was asked here (the exchange is on screen already)."""
+        self.announced = ""
+        """The run already announced by `announce` (its `started` line is not repeated)."""
 
     def _line(self, text: str, style: str = "") -> None:
         self.console.print(f"[{style}]{text}[/]" if style else text)
@@ -96,10 +98,17 @@ class LineProgress:
         self.asked = True
         return reply
 
+    def announce(self, run_id: str, model: str) -> None:
+        """Say a new run is starting, before the engine is loaded (a second or so)."""
+        self._line(escape(f"starting run {run_id} · model {model}"), "bold")
+        self.announced = run_id
+
     def started(self, record: RunRecord, state: AgentState | None, resumed: bool) -> None:
-        """Announce the run."""
+        """Announce the run (unless `announce` did)."""
         self.cycle = state.cycle if state else (record.fork_cycle or 0) + 1
         self.last_cycle = state.last_cycle if state else int(record.config.get("cycles", 0))
+        if self.announced == record.run_id and not resumed:
+            return
         verb = "resuming" if resumed else "starting"
         where = f" at cycle {self.cycle}" if resumed else ""
         self._line(escape(f"{verb} run {record.run_id}{where} · model {record.model}"), "bold")

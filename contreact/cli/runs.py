@@ -5,12 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from contreact.cli.app import BadInputError, app, finish, guarded, out, storage
 from contreact.cli.output import emit_json, emit_table
+
+if TYPE_CHECKING:
+    from checkpoints.db import Storage
 
 # The engine, the config model and the database layer are imported inside each command:
 # `list` and `status` must start fast (see contreact/cli/app.py).
@@ -37,13 +40,27 @@ def run(
             config, {"model": model, "cycles": cycles, "run_id": run_id, "host": host}
         )
         where = storage(cfg.storage.data_dir, cfg.storage.url)
+        _refuse_existing(where, cfg.run_id)
         progress = LineProgress(quiet=quiet)
-        # The engine is imported after the config is read: a bad config fails at once.
+        # The first line comes before the engine is loaded, which takes a second or so.
+        progress.announce(cfg.run_id, cfg.model)
         from contreact.runner import start_run
 
         finish(start_run(cfg, where, progress=progress, ask_operator=progress.ask))
 
     guarded(body)
+
+
+def _refuse_existing(where: Storage, run_id: str) -> None:
+    """Raise `RunExistsError` now, not after loading the engine (start_run checks it too)."""
+    from checkpoints.db import engine_for
+    from checkpoints.registry import RunExistsError, RunNotFoundError, get_run
+
+    try:
+        get_run(engine_for(where), run_id)
+    except RunNotFoundError:
+        return
+    raise RunExistsError(run_id)
 
 
 @app.command()
