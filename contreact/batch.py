@@ -213,6 +213,12 @@ class BatchRunner:
     def run(self, parallel: int) -> list[BatchResult]:
         """Bring every run of the batch as far as it goes; results in batch order."""
         self.folder.mkdir(parents=True, exist_ok=True)
+        # Children started together would race to create the checkpoint tables of a fresh
+        # database (PostgreSQL fails all but one on a duplicate type): create them first.
+        from checkpoints.saver import open_saver
+
+        with open_saver(self.storage):
+            pass
         with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
             return list(pool.map(self._one, self.spec.runs))
 

@@ -1,0 +1,120 @@
+"""The CLI in pipes: whole rows, one JSON document, a quiet SIGPIPE, each error once (issue 14).
+
+Commands run as a shell runs them (`bash -c "... | cat"`), against the stub over real
+HTTP and a real SQLite database.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from conftest import ROOT, Backend, cli, cli_env, scripted_stub, write_config
+from contreact.stub import StubServer
+
+LONG_ID = "a-run-whose-id-is-exactly-sixty-characters-long-0123456789ab"
+
+
+def shell(backend: Backend, pipeline: str) -> subprocess.CompletedProcess[str]:
+    """Run `contreact ARGS | ...` in bash with pipefail: the status is contreact's own."""
+    contreact = shlex.join([sys.executable, "-m", "contreact", *backend.cli_args])
+    return subprocess.run(
+        ["bash", "-c", "set -o pipefail; " + pipeline.replace("contreact", contreact, 1)],
+        cwd=ROOT,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_list_in_a_pipe_prints_whole_rows(tmp_path: Path, sqlite_backend: Backend) -> None:
+    assert len(LONG_ID) == 60
+    with StubServer().start() as server:
+        config = write_config(
+            tmp_path / "c.yaml",
+            sqlite_backend,
+            run_id=LONG_ID,
+            cycles=1,
+            ollama={"host": server.url},
+        )
+        assert cli(sqlite_backend, "run", str(config)).returncode == 0
+    listed = shell(sqlite_backend, "contreact list | cat")
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split("\t") == ["run", "status", "origin", "model", "cycles", "updated"]
+    assert row.split("\t")[:5] == [LONG_ID, "completed", "cli", "stub-model", "1/1"]
+    assert "\x1b[" not in listed.stdout and "…" not in listed.stdout
+
+
+def test_batch_json_is_one_document(tmp_path: Path, sqlite_backend: Backend) -> None:
+    with StubServer().start() as server:
+        config = tmp_path / "batch.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "batch": "piped",
+                    "models": ["stub-model"],
+                    "replicates": 1,
+                    "cycles": 1,
+                    "ollama": {"host": server.url},
+                }
+            ),
+            encoding="utf-8",
+        )
+        result = shell(sqlite_backend, f"contreact batch {config} --json | python3 -m json.tool")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert [(r["run_id"], r["status"], r["cycles"]) for r in summary] == [
+        ("piped.stub-model.r1", "completed", 1)
+    ]
+    # The progress a person would want still comes, on stderr.
+    assert "batch piped: 1 runs" in result.stderr
+    assert "piped.stub-model.r1: cycle 1/1 done" in result.stderr
+
+
+def test_export_into_head_ends_quietly(tmp_path: Path, sqlite_backend: Backend) -> None:
+    # A reflection of 200 kB: the export is larger than a pipe's buffer (64 kB), so
+    # `head` really closes the pipe while contreact is still writing.
+    big = "All work and no play makes Jack a dull boy. " * 4600
+    with scripted_stub({1: [{"content": big}]}) as server:
+        config = write_config(
+            tmp_path / "c.yaml", sqlite_backend, run_id="big", cycles=1, ollama={"host": server.url}
+        )
+        assert cli(sqlite_backend, "run", str(config), "--quiet").returncode == 0
+    for fmt in ("jsonl", "csv"):
+        result = shell(sqlite_backend, f"contreact export big --format {fmt} | head -1")
+        assert (result.returncode, result.stderr) == (0, ""), (fmt, result.stderr)
+        assert len(result.stdout.splitlines()) == 1
+
+
+def test_a_failed_run_says_so_once_on_stderr(tmp_path: Path, sqlite_backend: Backend) -> None:
+    with StubServer(models=["other-model"]).start() as server:
+        config = write_config(
+            tmp_path / "c.yaml",
+            sqlite_backend,
+            run_id="nomodel",
+            model="llama3.1:8b",
+            cycles=1,
+            ollama={"host": server.url},
+        )
+        result = cli(sqlite_backend, "run", str(config))
+    assert result.returncode == 1
+    said = [line for line in (result.stdout + result.stderr).splitlines() if "failed" in line]
+    assert said == [line for line in result.stderr.splitlines() if line], said
+    assert len(said) == 1 and said[0].startswith("contreact: run nomodel failed: ")
+
+
+def test_version_and_completion(sqlite_backend: Backend) -> None:
+    from importlib.metadata import version
+
+    shown = cli(sqlite_backend, "--version")
+    assert (shown.returncode, shown.stdout) == (0, f"contreact {version('contreact')}\n")
+    helped = cli(sqlite_backend, "--help")
+    assert "--install-completion" in helped.stdout and "--show-completion" in helped.stdout
