@@ -39,12 +39,13 @@ def test_chat_uses_memory_and_resumes(sqlite_backend: Backend) -> None:
             "--run-id",
             "cats",
         )
+        term.expect("New chat cats")  # its id, which --resume needs
         term.expect("you> ")
         term.send("Please remember that my cat is called Tom")
         term.expect("Saved: your cat is Tom.")
         term.expect("you> ")
         term.send("exit")
-        term.expect("bye")
+        term.expect(r"bye: continue with `contreact chat --resume cats`")
         assert term.close() == 0
 
         again = Terminal(sqlite_backend, "chat", "--resume", "cats", "--host", server.url)

@@ -7,6 +7,7 @@ HTTP and a real SQLite database.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -118,3 +119,18 @@ def test_version_and_completion(sqlite_backend: Backend) -> None:
     assert (shown.returncode, shown.stdout) == (0, f"contreact {version('contreact')}\n")
     helped = cli(sqlite_backend, "--help")
     assert "--install-completion" in helped.stdout and "--show-completion" in helped.stdout
+
+
+def test_an_extended_run_numbers_its_new_cycles(tmp_path: Path, sqlite_backend: Backend) -> None:
+    with StubServer().start() as server:
+        config = write_config(
+            tmp_path / "c.yaml", sqlite_backend, run_id="ext", cycles=2, ollama={"host": server.url}
+        )
+        assert cli(sqlite_backend, "run", str(config)).returncode == 0
+        more = cli(sqlite_backend, "resume", "ext", "--cycles", "2")
+    assert more.returncode == 0, more.stderr
+    assert "resuming run ext at cycle 3 · model stub-model" in more.stdout
+    labels = re.findall(r"^cycle (\d+) reflection:", more.stdout, re.M)
+    assert labels == ["3", "4"], more.stdout
+    steps = set(re.findall(r"^cycle (\d+) · step \d+", more.stdout, re.M))
+    assert steps == {"3", "4"}, more.stdout
