@@ -36,10 +36,21 @@ from common import (
 RUN = "startup-run"
 
 
-def _time_exit(cmd: list[str]) -> float:
+CPU: dict[str, list[float]] = {}
+"""CPU seconds (user + system) of each timed process, by command: unlike wall-clock time,
+hardly inflated by other load on the machine."""
+
+
+def _time_exit(name: str, cmd: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env())
-    return time.perf_counter() - start
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env()
+    )
+    _, _, usage = os.wait4(proc.pid, 0)
+    took = time.perf_counter() - start
+    proc.returncode = 0  # reaped by wait4
+    CPU.setdefault(name, []).append(usage.ru_utime + usage.ru_stime)
+    return took
 
 
 def _time_first_line(cmd: list[str]) -> float:
@@ -86,7 +97,9 @@ def main() -> None:
             "list": contreact_cmd(where, "list"),
             "status RUN": contreact_cmd(where, "status", RUN),
         }
-        samples = {name: [_time_exit(cmd) for _ in range(repeat)] for name, cmd in commands.items()}
+        samples = {
+            name: [_time_exit(name, cmd) for _ in range(repeat)] for name, cmd in commands.items()
+        }
         tmp = Path(where.data_dir).parent
         with StubProcess({"agent": "simulated"}, tmp) as stub:
             configs = [
@@ -98,8 +111,11 @@ def main() -> None:
         imports = biggest_imports(commands["list"])
     load_after = os.getloadavg()[0]
     print_table(
-        ["command", "median s", "min s", "max s"],
-        [[name, median(s), min(s), max(s)] for name, s in samples.items()],
+        ["command", "median s", "min s", "max s", "median CPU s"],
+        [
+            [name, median(s), min(s), max(s), median(CPU[name]) if name in CPU else "-"]
+            for name, s in samples.items()
+        ],
         title=f"contreact start-up, {repeat} runs each; {os.cpu_count()} CPUs, load average "
         f"{load_before:.1f} before, {load_after:.1f} after",
     )
