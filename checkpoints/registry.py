@@ -14,9 +14,7 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Connection, Engine, select, update
 from sqlalchemy.exc import IntegrityError
@@ -24,91 +22,16 @@ from sqlalchemy.exc import IntegrityError
 from checkpoints.db import runs
 from checkpoints.events import utc_now
 
-RunStatus = Literal["running", "paused", "completed", "failed"]
-ShownStatus = Literal["running", "interrupted", "paused", "completed", "failed"]
-"""A status as `list` and `status` show it: a `running` run nobody drives is `interrupted`."""
+# Re-exported: the registry's vocabulary, defined where the fast read can use it.
+from checkpoints.run_record import HEARTBEAT_S as HEARTBEAT_S
+from checkpoints.run_record import STALE_AFTER_S as STALE_AFTER_S
+from checkpoints.run_record import RunExistsError as RunExistsError
+from checkpoints.run_record import RunNotFoundError as RunNotFoundError
+from checkpoints.run_record import RunRecord as RunRecord
+from checkpoints.run_record import RunStatus as RunStatus
+from checkpoints.run_record import ShownStatus as ShownStatus
 
-HEARTBEAT_S = 1.0
-"""How often a driving process refreshes its run's heartbeat."""
-STALE_AFTER_S = 3.0
-"""A heartbeat this old means the driving process is gone (killed, crashed, machine down)."""
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-
-
-class RunExistsError(Exception):
-    """`run` was asked to create a run id that is already registered."""
-
-
-class RunNotFoundError(Exception):
-    """No run is registered under that id."""
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One row of the registry."""
-
-    run_id: str
-    thread_id: str
-    status: RunStatus
-    model: str
-    host: str
-    config: dict[str, Any]
-    reason: str
-    parent_run_id: str | None
-    fork_cycle: int | None
-    batch: str | None
-    pid: int | None
-    created_at: str
-    updated_at: str
-    origin: str = "cli"
-    """Where the run was started: `cli` (run, fork, batch, pei) or `studio`."""
-    heartbeat: float | None = None
-    driver_host: str | None = None
-    """The machine whose process beats for the run (its pid is only meaningful there)."""
-
-    @property
-    def shown_status(self) -> ShownStatus:
-        """`interrupted` for a `running` run whose driver stopped beating, else the status."""
-        # Studio's server drives its runs itself and does not beat: its status stands.
-        if self.status == "running" and self.origin != "studio" and not self.driven:
-            return "interrupted"
-        return self.status
-
-    @property
-    def driven(self) -> bool:
-        """Whether a process is driving this run right now (its heartbeat is fresh).
-
-        Runs registered before heartbeats existed fall back to the pid check.
-        """
-        if self.heartbeat is None:
-            return self.process_alive
-        if self.driver_host == socket.gethostname() and not self.process_alive:
-            return False  # killed on this machine: no need to wait for the beat to go stale
-        return time.time() - self.heartbeat < STALE_AFTER_S
-
-    @property
-    def process_alive(self) -> bool:
-        """Whether the process that last drove this run still runs on this machine.
-
-        A zombie, or a recycled pid now running something else, does not count.
-        """
-        if self.pid is None:
-            return False
-        proc = Path(f"/proc/{self.pid}")
-        if proc.exists():
-            try:
-                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                command = (proc / "cmdline").read_bytes()
-            except (OSError, IndexError):
-                return False
-            return state != "Z" and b"contreact" in command
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
 
 
 def check_run_id(run_id: str) -> str:

@@ -134,3 +134,51 @@ def test_an_extended_run_numbers_its_new_cycles(tmp_path: Path, sqlite_backend: 
     assert labels == ["3", "4"], more.stdout
     steps = set(re.findall(r"^cycle (\d+) · step \d+", more.stdout, re.M))
     assert steps == {"3", "4"}, more.stdout
+
+
+def imported_by(backend: Backend, *args: str) -> set[str]:
+    """The modules `contreact ARGS` imports (python -X importtime)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "contreact", *backend.cli_args, *args],
+        cwd=ROOT,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if "|" in line}
+
+
+def test_read_only_commands_start_without_the_engine(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    from checkpoints import peek
+    from checkpoints.cycles import cycle_records
+    from checkpoints.db import DB_FILENAME, engine_for
+    from checkpoints.registry import list_runs
+
+    with StubServer().start() as server:
+        for name, cycles in (("first", 2), ("second", 1)):
+            config = write_config(
+                tmp_path / f"{name}.yaml",
+                sqlite_backend,
+                run_id=name,
+                cycles=cycles,
+                ollama={"host": server.url},
+            )
+            assert cli(sqlite_backend, "run", str(config), "-q").returncode == 0
+    heavy = ("sqlalchemy", "langgraph", "langchain_core", "langchain_ollama", "matplotlib")
+    for args in (["--help"], ["list"], ["status", "first"], ["list", "--json"]):
+        loaded = imported_by(sqlite_backend, *args)
+        assert not {m for m in loaded if m.split(".")[0] in heavy}, args
+    # The standard-library read says what the registry says.
+    folder = peek.sqlite_folder(str(sqlite_backend.data_dir), None)
+    storage = sqlite_backend.storage()
+    assert folder == storage.data_dir and DB_FILENAME == peek.DB_FILENAME
+    engine = engine_for(storage)
+    assert peek.read_runs(folder) == list_runs(engine)
+    assert peek.cycle_counts(folder) == {
+        r.run_id: len(cycle_records(engine, r.run_id)) for r in list_runs(engine)
+    }
+    assert peek.cycle_counts(folder, "second") == {"second": 1}

@@ -75,9 +75,9 @@ def explain(exc: Exception) -> tuple[str, int] | None:
     """The line and exit code for an error a user can act on (None: an unexpected one)."""
     if isinstance(exc, BadInputError) or _is(exc, "contreact.config", "ConfigError"):
         return str(exc), 2
-    if _is(exc, "checkpoints.registry", "RunExistsError"):
+    if _is(exc, "checkpoints.run_record", "RunExistsError"):
         return f"run {exc} already exists; continue it with `contreact resume {exc}`", 2
-    if _is(exc, "checkpoints.registry", "RunNotFoundError"):
+    if _is(exc, "checkpoints.run_record", "RunNotFoundError"):
         return f"no run named {exc} in {storage().data_dir} (see `contreact list`)", 2
     if _is(exc, "contreact.errors", "RunAlreadyCompletedError"):
         return (

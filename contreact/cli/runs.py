@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from contreact.cli.app import BadInputError, app, finish, guarded, out, storage
+from contreact.cli.app import OPTIONS, BadInputError, app, finish, guarded, out, storage
 from contreact.cli.output import emit_json, emit_table
 
 if TYPE_CHECKING:
     from checkpoints.db import Storage
+    from checkpoints.run_record import RunRecord
 
 # The engine, the config model and the database layer are imported inside each command:
 # `list` and `status` must start fast (see contreact/cli/app.py).
@@ -93,16 +94,34 @@ def resume(
     guarded(body)
 
 
-def _run_summary(run_id: str) -> dict[str, Any]:
+def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int], Path]:
+    """Runs (all, or the one named), their finished-cycle counts, and the data directory.
+
+    On the default SQLite file this reads with the standard library (`checkpoints.peek`),
+    which keeps `list` and `status` clear of SQLAlchemy's import time; anything else, or a
+    database that read cannot take, goes through the registry.
+    """
+    from checkpoints import peek
+
+    folder = peek.sqlite_folder(OPTIONS.data_dir, OPTIONS.db_url)
+    if folder is not None:
+        try:
+            return peek.read_runs(folder, run_id), peek.cycle_counts(folder, run_id), folder
+        except peek.Unreadable:
+            pass
     from checkpoints.cycles import cycle_records
     from checkpoints.db import engine_for
-    from checkpoints.events import log_path
-    from checkpoints.registry import get_run
+    from checkpoints.registry import get_run, list_runs
 
     where = storage()
     engine = engine_for(where)
-    record = get_run(engine, run_id)
-    done = cycle_records(engine, run_id)
+    records = list_runs(engine) if run_id is None else [get_run(engine, run_id)]
+    counts = {r.run_id: len(cycle_records(engine, r.run_id)) for r in records}
+    return records, counts, where.data_dir
+
+
+def _run_summary(run_id: str) -> dict[str, Any]:
+    (record,), counts, data_dir = _registry(run_id)
     return {
         "run_id": record.run_id,
         "status": record.shown_status,
@@ -114,7 +133,7 @@ def _run_summary(run_id: str) -> dict[str, Any]:
         "model": record.model,
         "host": record.host,
         "thread_id": record.thread_id,
-        "cycles_completed": len(done),
+        "cycles_completed": counts.get(run_id, 0),
         "cycles_planned": int(record.config.get("cycles", 0)),
         "seed": (record.config.get("model_options") or {}).get("seed"),
         "batch": record.batch,
@@ -123,7 +142,7 @@ def _run_summary(run_id: str) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "process_alive": record.driven if record.status == "running" else None,
-        "log": str(log_path(where, run_id)),
+        "log": str(data_dir / "logs" / f"{run_id}.jsonl"),  # as checkpoints.events.log_path
     }
 
 
@@ -153,24 +172,20 @@ def list_(
     """List all runs."""
 
     def body() -> None:
-        from checkpoints.cycles import cycle_records
-        from checkpoints.db import engine_for
-        from checkpoints.registry import list_runs
-
-        engine = engine_for(storage())
+        records, counts, _ = _registry()
         rows: list[dict[str, Any]] = [
             {
                 "run_id": r.run_id,
                 "status": r.shown_status,
                 "origin": r.origin,
                 "model": r.model,
-                "cycles_done": len(cycle_records(engine, r.run_id)),
+                "cycles_done": counts.get(r.run_id, 0),
                 "cycles_planned": int(r.config.get("cycles", 0)),
                 "created_at": r.created_at,
                 "updated_at": r.updated_at,
                 "reason": r.reason,
             }
-            for r in list_runs(engine)
+            for r in records
         ]
         if as_json:
             emit_json(rows)

@@ -1,0 +1,93 @@
+"""A read-only look at a SQLite registry with the standard library, for instant `list`/`status`.
+
+SQLAlchemy takes about 0.2 s to import, more than the whole start-up budget of `contreact
+list` and `status` (issue 14). On the default backend, a SQLite file, those two commands
+read the registry and the finished-cycle counts here with `sqlite3`. Anything this cannot
+answer exactly (PostgreSQL, a database missing or of another schema version, a locked
+file) raises `Unreadable`, and the command takes the full path through
+`checkpoints.registry`, which also creates or upgrades the tables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from dataclasses import fields
+from pathlib import Path
+
+from checkpoints.run_record import RunNotFoundError, RunRecord
+
+DB_FILENAME = "contreact.db"
+"""As `checkpoints.db.DB_FILENAME` (a test holds them equal)."""
+_COLUMNS = {f.name for f in fields(RunRecord)}
+
+
+class Unreadable(Exception):
+    """The fast read cannot answer this; use the full one."""
+
+
+def sqlite_folder(data_dir: str | None, db_url: str | None) -> Path | None:
+    """The data directory when storage is the default SQLite file (None: a database URL).
+
+    Mirrors `checkpoints.db.resolve_storage` for that case: `--data-dir`, else
+    `CONTREACT_HOME`, else `./runs`.
+    """
+    if db_url or os.environ.get("CONTREACT_DB_URL"):
+        return None
+    folder = Path(data_dir) if data_dir else Path(os.environ.get("CONTREACT_HOME") or "runs")
+    return folder.expanduser().resolve()
+
+
+def _connect(folder: Path) -> sqlite3.Connection:
+    path = folder / DB_FILENAME
+    if not path.is_file():
+        raise Unreadable(f"no database at {path}")
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error as exc:
+        raise Unreadable(str(exc)) from None
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def _record(row: sqlite3.Row) -> RunRecord:
+    data = dict(row)
+    if set(data) != _COLUMNS:
+        raise Unreadable("the registry has another schema version")
+    data["config"] = json.loads(data["config"])
+    return RunRecord(**data)
+
+
+def read_runs(folder: Path, run_id: str | None = None) -> list[RunRecord]:
+    """All runs, oldest first (or the one named `run_id`: `RunNotFoundError` if none)."""
+    query = "SELECT * FROM contreact_runs"
+    args: tuple[str, ...] = ()
+    if run_id is not None:
+        query, args = query + " WHERE run_id = ?", (run_id,)
+    conn = _connect(folder)
+    try:
+        rows = conn.execute(query + " ORDER BY created_at, run_id", args).fetchall()
+    except sqlite3.Error as exc:
+        raise Unreadable(str(exc)) from None
+    finally:
+        conn.close()
+    if run_id is not None and not rows:
+        raise RunNotFoundError(run_id)
+    return [_record(r) for r in rows]
+
+
+def cycle_counts(folder: Path, run_id: str | None = None) -> dict[str, int]:
+    """Finished cycles per run, of all runs or one (as `len(cycle_records(...))`)."""
+    query = "SELECT run_id, COUNT(*) FROM contreact_cycles"
+    args: tuple[str, ...] = ()
+    if run_id is not None:
+        query, args = query + " WHERE run_id = ?", (run_id,)
+    conn = _connect(folder)
+    try:
+        rows = conn.execute(query + " GROUP BY run_id", args).fetchall()
+    except sqlite3.Error as exc:
+        raise Unreadable(str(exc)) from None
+    finally:
+        conn.close()
+    return {str(run): int(count) for run, count in rows}

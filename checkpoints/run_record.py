@@ -1,0 +1,100 @@
+"""A row of the run registry and what it says about the run, without a database library.
+
+`contreact list` and `status` read the registry in a few tenths of a second, before any
+database layer is imported (`checkpoints.peek`); the record, its shown status and the
+registry's errors live here so both the fast read and `checkpoints.registry` share them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+RunStatus = Literal["running", "paused", "completed", "failed"]
+ShownStatus = Literal["running", "interrupted", "paused", "completed", "failed"]
+"""A status as `list` and `status` show it: a `running` run nobody drives is `interrupted`."""
+
+HEARTBEAT_S = 1.0
+"""How often a driving process refreshes its run's heartbeat."""
+STALE_AFTER_S = 3.0
+"""A heartbeat this old means the driving process is gone (killed, crashed, machine down)."""
+
+
+class RunExistsError(Exception):
+    """`run` was asked to create a run id that is already registered."""
+
+
+class RunNotFoundError(Exception):
+    """No run is registered under that id."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of the registry."""
+
+    run_id: str
+    thread_id: str
+    status: RunStatus
+    model: str
+    host: str
+    config: dict[str, Any]
+    reason: str
+    parent_run_id: str | None
+    fork_cycle: int | None
+    batch: str | None
+    pid: int | None
+    created_at: str
+    updated_at: str
+    origin: str = "cli"
+    """Where the run was started: `cli` (run, fork, batch, pei) or `studio`."""
+    heartbeat: float | None = None
+    driver_host: str | None = None
+    """The machine whose process beats for the run (its pid is only meaningful there)."""
+
+    @property
+    def shown_status(self) -> ShownStatus:
+        """`interrupted` for a `running` run whose driver stopped beating, else the status."""
+        # Studio's server drives its runs itself and does not beat: its status stands.
+        if self.status == "running" and self.origin != "studio" and not self.driven:
+            return "interrupted"
+        return self.status
+
+    @property
+    def driven(self) -> bool:
+        """Whether a process is driving this run right now (its heartbeat is fresh).
+
+        Runs registered before heartbeats existed fall back to the pid check.
+        """
+        if self.heartbeat is None:
+            return self.process_alive
+        if self.driver_host == socket.gethostname() and not self.process_alive:
+            return False  # killed on this machine: no need to wait for the beat to go stale
+        return time.time() - self.heartbeat < STALE_AFTER_S
+
+    @property
+    def process_alive(self) -> bool:
+        """Whether the process that last drove this run still runs on this machine.
+
+        A zombie, or a recycled pid now running something else, does not count.
+        """
+        if self.pid is None:
+            return False
+        proc = Path(f"/proc/{self.pid}")
+        if proc.exists():
+            try:
+                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                command = (proc / "cmdline").read_bytes()
+            except (OSError, IndexError):
+                return False
+            return state != "Z" and b"contreact" in command
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
