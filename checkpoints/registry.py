@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import threading
 import time
@@ -24,24 +23,14 @@ from checkpoints.events import utc_now
 
 # Re-exported: the registry's vocabulary, defined where the fast read can use it.
 from checkpoints.run_record import HEARTBEAT_S as HEARTBEAT_S
+from checkpoints.run_record import RUN_ID_PATTERN as RUN_ID_PATTERN
 from checkpoints.run_record import STALE_AFTER_S as STALE_AFTER_S
 from checkpoints.run_record import RunExistsError as RunExistsError
 from checkpoints.run_record import RunNotFoundError as RunNotFoundError
 from checkpoints.run_record import RunRecord as RunRecord
 from checkpoints.run_record import RunStatus as RunStatus
 from checkpoints.run_record import ShownStatus as ShownStatus
-
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-
-
-def check_run_id(run_id: str) -> str:
-    """Validate a run id (it names files and appears in URLs)."""
-    if not RUN_ID_PATTERN.match(run_id):
-        raise ValueError(
-            f"run id {run_id!r} must start with a letter or digit and contain only "
-            "letters, digits, '.', '_' or '-' (at most 200 characters)"
-        )
-    return run_id
+from checkpoints.run_record import check_run_id as check_run_id
 
 
 def _record(row: Any) -> RunRecord:

@@ -8,6 +8,7 @@ registry's errors live here so both the fast read and `checkpoints.registry` sha
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -22,6 +23,17 @@ HEARTBEAT_S = 1.0
 """How often a driving process refreshes its run's heartbeat."""
 STALE_AFTER_S = 3.0
 """A heartbeat this old means the driving process is gone (killed, crashed, machine down)."""
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+def check_run_id(run_id: str) -> str:
+    """Validate a run id (it names files and appears in URLs)."""
+    if not RUN_ID_PATTERN.match(run_id):
+        raise ValueError(
+            f"run id {run_id!r} must start with a letter or digit and contain only "
+            "letters, digits, '.', '_' or '-' (at most 200 characters)"
+        )
+    return run_id
 
 
 class RunExistsError(Exception):

@@ -23,8 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from checkpoints.db import Storage, resolve_storage
-from checkpoints.registry import check_run_id
+from checkpoints.run_record import check_run_id
 from contreact.ollama_options import check_model_options
 from graph import defaults as d
 from graph.defaults import (
@@ -38,6 +37,7 @@ from graph.defaults import (
 from nodes.reflection_format import schema_problems
 
 if TYPE_CHECKING:
+    from checkpoints.db import Storage
     from graph.state import Context
 
 DEFAULT_OPERATOR_REPLY = (
@@ -270,6 +270,7 @@ class Config(_Strict):
 
     def to_context(self, storage: Storage | None = None) -> Context:
         """The runtime Context for this config, on `storage` (default: the config's own)."""
+        from checkpoints.db import resolve_storage
         from graph.state import Context
 
         if storage is None:

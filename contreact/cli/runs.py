@@ -13,7 +13,6 @@ from contreact.cli.app import OPTIONS, BadInputError, app, finish, guarded, out,
 from contreact.cli.output import emit_json, emit_table
 
 if TYPE_CHECKING:
-    from checkpoints.db import Storage
     from checkpoints.run_record import RunRecord
 
 # The engine, the config model and the database layer are imported inside each command:
@@ -40,11 +39,12 @@ def run(
         cfg = load_config(
             config, {"model": model, "cycles": cycles, "run_id": run_id, "host": host}
         )
-        where = storage(cfg.storage.data_dir, cfg.storage.url)
-        _refuse_existing(where, cfg.run_id)
+        _refuse_existing(cfg.storage.data_dir, cfg.storage.url, cfg.run_id)
         progress = LineProgress(quiet=quiet)
-        # The first line comes before the engine is loaded, which takes a second or so.
+        # The first line comes before the database layer and the engine are loaded (a
+        # second or so); start_run checks the run id again, under the registry's key.
         progress.announce(cfg.run_id, cfg.model)
+        where = storage(cfg.storage.data_dir, cfg.storage.url)
         from contreact.runner import start_run
 
         finish(start_run(cfg, where, progress=progress, ask_operator=progress.ask))
@@ -52,15 +52,26 @@ def run(
     guarded(body)
 
 
-def _refuse_existing(where: Storage, run_id: str) -> None:
-    """Raise `RunExistsError` now, not after loading the engine (start_run checks it too)."""
-    from checkpoints.db import engine_for
-    from checkpoints.registry import RunExistsError, RunNotFoundError, get_run
+def _refuse_existing(data_dir: str | None, url: str | None, run_id: str) -> None:
+    """Raise `RunExistsError` before anything is announced (quickly, on SQLite)."""
+    from checkpoints import peek
+    from checkpoints.run_record import RunExistsError, RunNotFoundError
 
+    folder = peek.sqlite_folder(OPTIONS.data_dir or data_dir, OPTIONS.db_url or url)
     try:
-        get_run(engine_for(where), run_id)
+        if folder is None:
+            raise peek.Unreadable("not the default SQLite file")
+        peek.read_runs(folder, run_id)
     except RunNotFoundError:
         return
+    except peek.Unreadable:
+        from checkpoints.db import engine_for
+        from checkpoints.registry import get_run
+
+        try:
+            get_run(engine_for(storage(data_dir, url)), run_id)
+        except RunNotFoundError:
+            return
     raise RunExistsError(run_id)
 
 
