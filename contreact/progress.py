@@ -13,6 +13,7 @@ on stderr.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -39,11 +40,23 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class _UnobservedConsole(Console):
+    """A console whose reader may go away (`contreact run CONFIG | head`).
+
+    rich ends the process (status 1) when a pipe closes; a run should rather go on
+    unobserved, its later lines discarded, than fail over its progress lines.
+    """
+
+    def on_broken_pipe(self) -> None:
+        """Send the rest of stdout to /dev/null and carry on."""
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 class LineProgress:
     """Progress as lines, with a live status line when on a terminal."""
 
     def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
-        self.console = Console(file=stream, highlight=False, soft_wrap=True)
+        self.console = _UnobservedConsole(file=stream, highlight=False, soft_wrap=True)
         self.quiet = quiet
         self.cycle = 0
         self.last_cycle = 0

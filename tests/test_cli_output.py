@@ -182,3 +182,19 @@ def test_read_only_commands_start_without_the_engine(
         r.run_id: len(cycle_records(engine, r.run_id)) for r in list_runs(engine)
     }
     assert peek.cycle_counts(folder, "second") == {"second": 1}
+
+
+def test_a_run_whose_reader_goes_away_goes_on(tmp_path: Path, sqlite_backend: Backend) -> None:
+    with StubServer().start() as server:
+        config = write_config(
+            tmp_path / "c.yaml",
+            sqlite_backend,
+            run_id="headless",
+            cycles=3,
+            ollama={"host": server.url},
+        )
+        result = shell(sqlite_backend, f"contreact run {config} | head -1")
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    assert result.stdout == "starting run headless · model stub-model\n"
+    status = json.loads(cli(sqlite_backend, "status", "headless", "--json").stdout)
+    assert (status["status"], status["cycles_completed"]) == ("completed", 3)

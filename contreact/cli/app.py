@@ -41,9 +41,17 @@ class _Options:
     debug: bool = False
 
 
+class _PipeConsole(Console):
+    """rich ends the process with status 1 when a pipe closes; contreact ends quietly with 0."""
+
+    def on_broken_pipe(self) -> None:
+        """Let `guarded` end the command quietly (see `quiet_broken_pipe`)."""
+        raise BrokenPipeError
+
+
 OPTIONS = _Options()
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = _PipeConsole(highlight=False, soft_wrap=True)
+err = _PipeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 class BadInputError(Exception):
