@@ -78,6 +78,26 @@ def test_batch_json_is_one_document(tmp_path: Path, sqlite_backend: Backend) -> 
     # The progress a person would want still comes, on stderr.
     assert "batch piped: 1 runs" in result.stderr
     assert "piped.stub-model.r1: cycle 1/1 done" in result.stderr
+    # Where the batch stands, read from the database (as from another machine).
+    shown = shell(sqlite_backend, "contreact batch --status piped | cat")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0].split("\t") == [
+        "run",
+        "model",
+        "cycle",
+        "step",
+        "status",
+        "tok/s",
+        "ETA",
+    ]
+    row = shown.stdout.splitlines()[1].split("\t")
+    assert row[:5] == ["piped.stub-model.r1", "stub-model", "1/1", "", "completed"]
+    standing = json.loads(shell(sqlite_backend, "contreact batch --status piped --json").stdout)
+    assert [(r["run_id"], r["cycles_done"], r["status"]) for r in standing] == [
+        ("piped.stub-model.r1", 1, "completed")
+    ]
+    unknown = shell(sqlite_backend, "contreact batch --status nosuch")
+    assert unknown.returncode == 2 and "no runs of a batch named nosuch" in unknown.stderr
 
 
 def test_export_into_head_ends_quietly(tmp_path: Path, sqlite_backend: Backend) -> None:
