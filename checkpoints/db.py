@@ -37,6 +37,7 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
@@ -357,13 +358,8 @@ def _insert_ignore_statement(dialect: str, table: Table, columns: tuple[str, ...
     # Built once per table and column set, values bound at execution: this is on every
     # step's path, and building a statement per row cost more than running it.
     if dialect == "sqlite":
-        from sqlalchemy.dialects import sqlite
-
         stmt: Any = sqlite.insert(table)
     elif dialect == "postgresql":
-        # Imported here: loading the PostgreSQL dialect costs every SQLite command's start-up.
-        from sqlalchemy.dialects import postgresql
-
         stmt = postgresql.insert(table)
     else:  # pragma: no cover - only the two supported backends reach here
         raise RuntimeError(f"unsupported database dialect {dialect}")
@@ -377,12 +373,8 @@ def upsert(conn: Connection, table: Table, values: dict[str, Any], keys: list[st
     updates = {k: v for k, v in values.items() if k not in keys}
     dialect = conn.dialect.name
     if dialect == "sqlite":
-        from sqlalchemy.dialects import sqlite
-
         stmt: Any = sqlite.insert(table).values(**values)
     elif dialect == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
         stmt = postgresql.insert(table).values(**values)
     else:  # pragma: no cover
         raise RuntimeError(f"unsupported database dialect {dialect}")
