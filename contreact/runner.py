@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -336,8 +336,6 @@ def _drive_steps(
             assert state is not None
             span = (state.cycle, state.last_cycle)
         # An extended run is shown from the cycle it opens (5 of 6), not where it ended (4/4).
-        from dataclasses import replace
-
         shown = None if state is None else replace(state, cycle=span[0], last_cycle=span[1])
         progress.started(record, shown, resume and state is not None)
         invocation: RunnableConfig = {
