@@ -21,6 +21,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
+from contreact.terminal_text import visible
+
 if TYPE_CHECKING:
     from checkpoints.registry import RunRecord
     from contreact.runner import RunOutcome
@@ -72,6 +74,8 @@ class LineProgress:
         """The run already announced by `announce` (its `started` line is not repeated)."""
 
     def _line(self, text: str, style: str = "") -> None:
+        # Model and tool text never reaches the terminal raw, whatever the caller passed.
+        text = visible(text)
         self.console.print(f"[{style}]{text}[/]" if style else text)
 
     def _show(self, doing: str) -> None:

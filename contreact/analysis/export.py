@@ -19,6 +19,7 @@ from checkpoints.events import read_events
 from checkpoints.registry import get_run
 from contreact.analysis.metrics import cycle_table
 from contreact.analysis.runs import AnalysisInputError
+from contreact.terminal_text import visible
 
 FORMATS = ("jsonl", "csv")
 
@@ -33,7 +34,8 @@ def write_csv(
 ) -> int:
     """Write `rows` as CSV with a header line; returns the number of data rows.
 
-    None becomes an empty cell; lists and dicts become JSON.
+    None becomes an empty cell; lists and dicts become JSON; terminal control characters
+    in text are shown escaped (a CSV is read with `cat` as often as with a spreadsheet).
     """
     header = list(columns) if columns is not None else columns_of(rows)
     writer = csv.writer(stream, lineterminator="\n")
@@ -47,7 +49,9 @@ def _cell(value: Any) -> Any:
     if value is None:
         return ""
     if isinstance(value, list | dict):
-        return json.dumps(value, ensure_ascii=False)
+        return visible(json.dumps(value, ensure_ascii=False))
+    if isinstance(value, str):
+        return visible(value)
     return value
 
 

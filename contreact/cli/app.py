@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
+from contreact.terminal_text import visible
+
 if TYPE_CHECKING:
     from checkpoints.db import Storage
     from contreact.runner import RunOutcome
@@ -60,7 +62,7 @@ class BadInputError(Exception):
 
 def fail(message: str, code: int) -> NoReturn:
     """Print one line on stderr and exit."""
-    err.print(f"contreact: {message}", markup=False)
+    err.print(visible(f"contreact: {message}"), markup=False)
     raise typer.Exit(code)
 
 
@@ -142,7 +144,8 @@ def storage(config_dir: str | None = None, config_url: str | None = None) -> Sto
 def finish(outcome: RunOutcome) -> NoReturn:
     """Exit with the run's outcome code (a failure's one line goes to stderr)."""
     if outcome.status == "failed":
-        err.print(f"contreact: run {outcome.run_id} failed: {outcome.reason}", markup=False)
+        line = f"contreact: run {outcome.run_id} failed: {outcome.reason}"
+        err.print(visible(line), markup=False)
     raise typer.Exit(outcome.exit_code)
 
 

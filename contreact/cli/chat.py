@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from contreact.cli.app import BadInputError, app, finish, guarded, out, storage
 
@@ -42,7 +43,7 @@ def chat_progress(quiet: bool) -> LineProgress:
                 for message in update.get("messages") or []:
                     self._line(f"  · {message.name}", "dim")
             elif node == "reflect":
-                self._line(self.reflection.strip() or "(no answer)", "")
+                self._line(escape(self.reflection.strip()) or "(no answer)", "")
                 self.reflection = ""
 
         def finished(self, outcome: RunOutcome) -> None:

@@ -16,11 +16,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from contreact.cli.app import out
+from contreact.terminal_text import visible
 
 
 def cell(value: Any) -> str:
-    """A value as table text (None as empty)."""
-    return "" if value is None else str(value)
+    """A value as table text (None as empty), its terminal control characters made visible."""
+    return "" if value is None else visible(value)
 
 
 def _tsv(value: str) -> str:

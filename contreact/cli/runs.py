@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from rich.markup import escape
 
 from contreact.cli.app import OPTIONS, BadInputError, app, finish, guarded, out, storage
 from contreact.cli.output import emit_json, emit_table
+from contreact.terminal_text import visible
 
 if TYPE_CHECKING:
     from checkpoints.run_record import RunRecord
@@ -171,7 +173,7 @@ def status(
             return
         for key, value in summary.items():
             if value not in (None, ""):
-                out.print(f"{key:>17}: {value}", markup=False)
+                out.print(f"{key:>17}: {visible(value)}", markup=False)
 
     guarded(body)
 
@@ -244,9 +246,9 @@ def show(
             out.print(f"Run {run_id} has no completed cycles yet.")
         for r in records:
             m = r.metrics
-            flags = f" [{', '.join(r.flags)}]" if r.flags else ""
+            flags = escape(visible(f" [{', '.join(r.flags)}]")) if r.flags else ""
             out.print(f"[bold]Cycle {r.cycle}[/]{flags}")
-            out.print(r.reflection or "(empty reflection)", markup=False)
+            out.print(visible(r.reflection or "(empty reflection)"), markup=False)
             out.print(
                 f"[dim]steps {m.get('steps')} · tool calls {m.get('tool_calls')} · memory ops "
                 f"{m.get('memory_ops_total')} · operator {m.get('messages_to_operator')} · "
