@@ -41,6 +41,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
+from checkpoints.private_files import touch_private
+
 DB_FILENAME = "contreact.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -248,7 +250,7 @@ def engine_for(storage: Storage) -> Engine:
         if engine is not None:
             return engine
         if storage.is_sqlite:
-            storage.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+            touch_private(storage.sqlite_path)
             engine = create_engine(
                 storage.url,
                 connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal, Self
 from sqlalchemy import Connection, Engine, func, select
 
 from checkpoints.db import Storage, events, insert_ignore
+from checkpoints.private_files import open_private
 
 EventType = Literal[
     "RUN_START",
@@ -337,8 +338,7 @@ def append_lines(storage: Storage, run_id: str, lines: Sequence[dict[str, Any]])
     if not lines:
         return
     path = log_path(storage, run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
+    with open_private(path, "a") as fh:
         for line in lines:
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
 
@@ -358,9 +358,8 @@ def read_events(
 def rebuild_log(engine: Engine, storage: Storage, run_id: str) -> Path:
     """Rewrite the run's JSONL file from the database (atomic replace)."""
     path = log_path(storage, run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".jsonl.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with open_private(tmp, "w") as fh:
         for line in read_events(engine, run_id):
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
     os.replace(tmp, path)

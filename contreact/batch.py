@@ -35,6 +35,7 @@ import yaml
 from checkpoints.cycles import cycle_records
 from checkpoints.db import Storage, engine_for
 from checkpoints.events import Error, read_events
+from checkpoints.private_files import open_private, private_dir
 from checkpoints.registry import RunNotFoundError, get_run
 from contreact.config import ConfigError, deep_merge, parse_config
 from graph.defaults import default_model_options
@@ -212,7 +213,7 @@ class BatchRunner:
 
     def run(self, parallel: int) -> list[BatchResult]:
         """Bring every run of the batch as far as it goes; results in batch order."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        private_dir(self.folder)
         # Children started together would race to create the checkpoint tables of a fresh
         # database (PostgreSQL fails all but one on a duplicate type): create them first.
         from checkpoints.saver import open_saver
@@ -234,9 +235,8 @@ class BatchRunner:
             return self._result(planned, f"skipped (driven by process {record.pid})")
         if record is None:
             config_file = self.folder / f"{planned.run_id}.yaml"
-            config_file.write_text(
-                yaml.safe_dump(planned.config, sort_keys=False), encoding="utf-8"
-            )
+            with open_private(config_file, "w") as fh:
+                fh.write(yaml.safe_dump(planned.config, sort_keys=False))
             action, args = "started", ["run", str(config_file)]
         else:
             action, args = "resumed", ["resume", planned.run_id]
@@ -256,7 +256,7 @@ class BatchRunner:
     def _child(self, run_id: str, args: list[str]) -> int:
         log = self.folder / f"{run_id}.out"
         env = {**os.environ, "CONTREACT_PARENT_PID": str(os.getpid())}
-        with log.open("a", encoding="utf-8") as out:
+        with open_private(log, "a") as out:
             proc = subprocess.run(
                 [sys.executable, "-m", "contreact", *self.cli_flags, *args, "--quiet"],
                 stdout=out,
