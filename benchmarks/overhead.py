@@ -360,7 +360,7 @@ def no_jsonl() -> AbstractContextManager[None]:
     """Skip appending committed events to the JSONL mirror."""
     import checkpoints.journal as journal
 
-    return _patched(journal, "append_lines", lambda *args: None)
+    return _patched(journal, "mirror_lines", lambda *args: None)
 
 
 def updates_only() -> AbstractContextManager[None]:

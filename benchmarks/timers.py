@@ -53,9 +53,9 @@ TARGETS: list[tuple[str, str, str, str]] = [
         "journal transaction (Ledger.commit)",
     ),
     (
-        "JSONL append (append_lines)",
+        "JSONL append (mirror_lines)",
         "checkpoints.journal",
-        "append_lines",
+        "mirror_lines",
         "journal transaction (Ledger.commit)",
     ),
     ("events without a result (Ledger.emit)", "checkpoints.journal", "Ledger.emit", ""),

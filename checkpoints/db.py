@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import threading
 from dataclasses import dataclass
 from functools import cache
@@ -41,10 +42,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from checkpoints.private_files import touch_private
+from checkpoints.private_files import private_dir, touch_private
+from checkpoints.storage_faults import StorageFault, check_sqlite_file, storage_fault
 
 DB_FILENAME = "contreact.db"
-SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_BUSY_TIMEOUT_MS = int(os.environ.get("CONTREACT_SQLITE_BUSY_TIMEOUT_MS") or 30_000)
+"""How long a write waits for a SQLite file another process holds locked before it fails
+(with one line naming the file); the environment variable shortens it for tests."""
 
 metadata = MetaData()
 
@@ -243,6 +247,44 @@ def _tune_sqlite(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def prepare_sqlite_file(path: Path) -> None:
+    """Create the SQLite file (owner-only, with a valid header) or check the existing one.
+
+    A new file is made under a temporary name, given its header (switching it to WAL
+    writes page 1) and linked into place, so the file under the real name is never
+    empty: an empty one was truncated, and `check_sqlite_file` says so instead of
+    letting SQLite take it for a new database.
+
+    Raises:
+        StorageFault: The existing file is empty, foreign or truncated.
+    """
+    if path.exists():
+        check_sqlite_file(path)
+        return
+    private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    touch_private(tmp)
+    try:
+        conn = sqlite3.connect(str(tmp))
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process created it first: theirs is as good
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def fault_of(storage: Storage, exc: BaseException) -> StorageFault | None:
+    """`exc` as a one-line storage fault naming this storage's file, or None."""
+    where = str(storage.sqlite_path) if storage.is_sqlite else storage.shown_url
+    fault = storage_fault(exc, where, SQLITE_BUSY_TIMEOUT_MS / 1000)
+    return None if fault is None else StorageFault(storage.redact(str(fault)))
+
+
 def engine_for(storage: Storage) -> Engine:
     """The process-wide engine for this storage, created (with tables) on first use."""
     with _engines_lock:
@@ -250,7 +292,7 @@ def engine_for(storage: Storage) -> Engine:
         if engine is not None:
             return engine
         if storage.is_sqlite:
-            touch_private(storage.sqlite_path)
+            prepare_sqlite_file(storage.sqlite_path)
             engine = create_engine(
                 storage.url,
                 connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},

@@ -343,6 +343,20 @@ def append_lines(storage: Storage, run_id: str, lines: Sequence[dict[str, Any]])
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
+def mirror_lines(
+    engine: Engine, storage: Storage, run_id: str, lines: Sequence[dict[str, Any]]
+) -> None:
+    """Append committed events to the JSONL mirror; a mirror deleted meanwhile is rebuilt.
+
+    Appending to a deleted log would start a new file holding only the newest events;
+    rebuilt from the database instead, it holds them all (these included, committed).
+    """
+    if lines and not log_path(storage, run_id).exists():
+        rebuild_log(engine, storage, run_id)
+        return
+    append_lines(storage, run_id, lines)
+
+
 def read_events(
     engine: Engine, run_id: str, *, upto_cycle: int | None = None
 ) -> list[dict[str, Any]]:

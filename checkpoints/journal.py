@@ -19,7 +19,7 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import Connection, Engine, bindparam, select
 
 from checkpoints.db import Storage, engine_for, insert_ignore, journal
-from checkpoints.events import Event, append_lines, insert_events
+from checkpoints.events import Event, insert_events, mirror_lines
 from checkpoints.failpoints import failpoint
 
 T = TypeVar("T")
@@ -76,7 +76,7 @@ class Ledger:
             lines = insert_events(conn, self.run_id, batch)
             failpoint(f"before-commit:{key}")
         failpoint(f"after-commit:{key}")
-        append_lines(self.storage, self.run_id, lines)
+        mirror_lines(self.engine, self.storage, self.run_id, lines)
         failpoint(f"after-append:{key}")
         return result
 
@@ -109,4 +109,4 @@ class Ledger:
         """Record events that are not tied to a journaled result (idempotent by key)."""
         with self.engine.begin() as conn:
             lines = insert_events(conn, self.run_id, batch)
-        append_lines(self.storage, self.run_id, lines)
+        mirror_lines(self.engine, self.storage, self.run_id, lines)

@@ -16,8 +16,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from checkpoints.db import SQLITE_BUSY_TIMEOUT_MS, SQLITE_PRAGMAS, Storage
-from checkpoints.private_files import touch_private
+from checkpoints.db import SQLITE_BUSY_TIMEOUT_MS, SQLITE_PRAGMAS, Storage, prepare_sqlite_file
 
 ALLOWED_TYPES = [("nodes.ollama_client", "ModelCallError")]
 """Our own types LangGraph may find in a checkpoint: a failed model call is stored as the
@@ -37,7 +36,7 @@ def serializer() -> JsonPlusSerializer:
 def connect_sqlite(storage: Storage) -> sqlite3.Connection:
     """A SQLite connection tuned like the SQLAlchemy engine's (WAL, busy timeout)."""
     path = storage.sqlite_path
-    touch_private(path)
+    prepare_sqlite_file(path)
     conn = sqlite3.connect(
         str(path), check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
     )

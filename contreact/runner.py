@@ -21,7 +21,7 @@ from langgraph.types import Command
 
 from checkpoints import keys
 from checkpoints.cycles import cycle_records
-from checkpoints.db import Storage, engine_for
+from checkpoints.db import Storage, engine_for, fault_of
 from checkpoints.events import (
     Event,
     HostChange,
@@ -42,6 +42,7 @@ from checkpoints.registry import (
     set_status,
 )
 from checkpoints.saver import open_saver
+from checkpoints.storage_faults import StorageFault
 from contreact.config import Config, apply_overrides, deep_merge, parse_config
 from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
 from contreact.operator_policy import AskOperator
@@ -296,9 +297,39 @@ def _drive(
 ) -> RunOutcome:
     # While this process drives the run it beats; once it is killed the beat stops and
     # `list`/`status` show the run as interrupted within seconds.
-    with Heartbeat(engine_for(storage), record.run_id):
-        return _drive_steps(
-            record, config, storage, extension, progress, ask_operator, resume=resume, reply=reply
+    try:
+        with Heartbeat(engine_for(storage), record.run_id):
+            return _drive_steps(
+                record,
+                config,
+                storage,
+                extension,
+                progress,
+                ask_operator,
+                resume=resume,
+                reply=reply,
+            )
+    except RunStoppedByStorage:
+        raise
+    except Exception as exc:
+        fault = fault_of(storage, exc)
+        if fault is None:
+            raise
+        raise RunStoppedByStorage(record.run_id, fault) from exc
+
+
+class RunStoppedByStorage(StorageFault):
+    """A storage fault stopped a run: the run is not failed, only stopped (resume it).
+
+    What committed before the fault is kept (every step commits its checkpoint and its
+    journal in transactions), so once the fault is gone `resume` continues from there;
+    marking the run failed would need a write that the fault forbids anyway.
+    """
+
+    def __init__(self, run_id: str, fault: StorageFault) -> None:
+        super().__init__(
+            f"run {run_id} stopped: {fault}; nothing committed is lost: once that is fixed, "
+            f"continue with `contreact resume {run_id}`"
         )
 
 
@@ -396,6 +427,9 @@ def _drive_steps(
                 )
                 raise
             except Exception as exc:
+                fault = fault_of(storage, exc)
+                if fault is not None:
+                    raise RunStoppedByStorage(record.run_id, fault) from exc
                 finish("failed", f"{type(exc).__name__}: {exc}")
                 raise
             snapshot = graph.get_state(thread)

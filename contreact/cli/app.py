@@ -25,6 +25,7 @@ from contreact.terminal_text import visible
 
 if TYPE_CHECKING:
     from checkpoints.db import Storage
+    from checkpoints.storage_faults import StorageFault
     from contreact.runner import RunOutcome
 
 app = typer.Typer(
@@ -98,6 +99,8 @@ def explain(exc: Exception) -> tuple[str, int] | None:
         return str(exc), 2
     if _is(exc, "contreact.errors", "NotWaitingError"):
         return f"run {exc} is not waiting for the operator (see `contreact operator`)", 2
+    if _is(exc, "checkpoints.storage_faults", "StorageFault"):
+        return str(exc), 1
     return None
 
 
@@ -128,7 +131,20 @@ def guarded(action: Callable[[], T]) -> T:
             fail(*known)
         if OPTIONS.debug:
             raise
+        fault = _storage_fault(exc)
+        if fault is not None:
+            fail(str(fault), 1)
         fail(f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1)
+
+
+def _storage_fault(exc: Exception) -> StorageFault | None:
+    """`exc` as a one-line database or disk fault, if it is one."""
+    from checkpoints.db import fault_of
+
+    try:
+        return fault_of(storage(), exc)
+    except Exception:  # noqa: BLE001 - no storage to name: not a storage fault to tell
+        return None
 
 
 def storage(config_dir: str | None = None, config_url: str | None = None) -> Storage:
