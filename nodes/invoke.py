@@ -123,6 +123,12 @@ def _call_model(
                 return {"content": "", "tool_calls": [], "done_reason": "load"}
             raise
         meta = reply.response_metadata or {}
+        if ctx.chat_model is None and meta.get("done") is not True:
+            # The stream ended without Ollama's last line: the answer may be cut short.
+            raise ModelCallError(
+                "connection",
+                f"the answer from Ollama at {ctx.ollama_host} ended before its `done` line",
+            )
         return {
             "content": reply.content if isinstance(reply.content, str) else str(reply.content),
             "tool_calls": [{"name": c["name"], "args": c["args"]} for c in reply.tool_calls],

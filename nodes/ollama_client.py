@@ -27,6 +27,7 @@ ErrorKind = Literal[
     "timeout",
     "connection",
     "server",
+    "malformed",
     "context_too_long",
     "model_missing",
     "bad_request",
@@ -34,7 +35,9 @@ ErrorKind = Literal[
     "unknown",
 ]
 
-TRANSIENT: frozenset[ErrorKind] = frozenset({"rate_limited", "timeout", "connection", "server"})
+TRANSIENT: frozenset[ErrorKind] = frozenset(
+    {"rate_limited", "timeout", "connection", "server", "malformed"}
+)
 SERVER_TOOL_PARSE_ERROR = "error parsing tool call"
 
 
@@ -99,10 +102,39 @@ def classify(exc: BaseException, *, model: str, host: str, timeout_s: float) -> 
             "bad_request",
             f"Ollama at {host} rejected the request for model {model!r} (HTTP {status}): {text}",
         )
+    if _unreadable_answer(exc):
+        return ModelCallError(
+            "malformed",
+            f"Ollama at {host} sent an answer for model {model!r} that cannot be read "
+            f"({type(exc).__name__}: {_first_line(exc)})",
+        )
     return ModelCallError(
         "unknown",
         f"model call to {model!r} at {host} failed: {type(exc).__name__}: {_first_line(exc)}",
     )
+
+
+_ANSWER_READERS = ("/ollama/_", "/langchain_ollama/", "/pydantic/", "/langchain_core/messages/")
+"""Where the server's answer is decoded and validated: the ollama client, ChatOllama
+and the message classes they build."""
+
+
+def _unreadable_answer(exc: BaseException) -> bool:
+    """Whether `exc` came from decoding or validating the server's answer.
+
+    A line that is not JSON (a proxy's HTML, a stream cut mid-line), a JSON list where
+    an object belongs, a message whose content is `null`, 10,000-deep nesting, a lone
+    surrogate that the message classes refuse: the answer is unusable, not the request,
+    so it is retried like a server error (a model samples afresh, a proxy recovers).
+    """
+    if not isinstance(exc, ValueError | TypeError | AttributeError | RecursionError):
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        if any(part in tb.tb_frame.f_code.co_filename for part in _ANSWER_READERS):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _first_line(value: object) -> str:
