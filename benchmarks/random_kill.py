@@ -2,8 +2,9 @@
 
 The failpoint test (`tests/test_crash_resume.py`) kills in the windows that matter; this
 kills wherever the clock says. Each trial starts `contreact run` and, 1 to 8 times, sends
-SIGKILL at a random moment: mostly uniform over the uninterrupted run's working time
-after the process's first model request, 15 % of kills uniform over its start-up (a kill
+SIGKILL at a random moment: mostly uniform over a window after the process's first
+model request (1.5 x the uninterrupted run's working time / the kills planned, so most
+planned kills land), 15 % of kills uniform over its start-up (a kill
 that comes after the process ended is not counted). Then `contreact resume` at once (or
 `run` again when the kill came before the run was registered); a last resume finishes
 the run. The trial passes when
@@ -96,7 +97,9 @@ def trial(
         else:
             while proc.poll() is None and len(server.requests()) == seen:
                 time.sleep(0.005)
-            deadline = time.monotonic() + rng.uniform(0.0, work_s)
+            # Within a window that shrinks with the kills planned, so most of them land
+            # before the run is done.
+            deadline = time.monotonic() + rng.uniform(0.0, max(0.3, 1.5 * work_s / planned))
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
         if proc.poll() is not None:
