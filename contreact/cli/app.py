@@ -99,8 +99,6 @@ def explain(exc: Exception) -> tuple[str, int] | None:
         return str(exc), 2
     if _is(exc, "contreact.errors", "NotWaitingError"):
         return f"run {exc} is not waiting for the operator (see `contreact operator`)", 2
-    if _is(exc, "checkpoints.storage_faults", "StorageFault"):
-        return str(exc), 1
     return None
 
 
@@ -139,6 +137,8 @@ def guarded(action: Callable[[], T]) -> T:
 
 def _storage_fault(exc: Exception) -> StorageFault | None:
     """`exc` as a one-line database or disk fault, if it is one."""
+    if _is(exc, "checkpoints.storage_faults", "StorageFault"):
+        return exc  # type: ignore[return-value]
     from checkpoints.db import fault_of
 
     try:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, cast
 
-from contreact.stub.agents import ChatRequest
+from contreact.stub.ollama_api import ChatRequest
 from contreact.stub.server import StubServer
 
 __all__ = ["CASES", "Case", "FuzzServer"]
