@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,11 +43,18 @@ from contreact.stub import StubServer
 LATENCY_MS = 150
 
 
-def _reference(tmp_path: Path, server: StubServer, cycles: int) -> Backend:
-    reference = Backend("sqlite", tmp_path / "reference")
-    config = write_config(tmp_path / "ref.yaml", reference, cycles=cycles)
-    assert cli(reference, "run", str(config), "--host", server.url).returncode == 0
-    return reference
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """What an uninterrupted 2-cycle run leaves behind, made once.
+
+    The stub's answers do not depend on its latency, so it is made at full speed.
+    """
+    folder = tmp_path_factory.mktemp("reference")
+    backend = Backend("sqlite", folder / "runs")
+    with StubServer().start() as server:
+        config = write_config(folder / "ref.yaml", backend, cycles=2)
+        assert cli(backend, "run", str(config), "--host", server.url).returncode == 0
+    return outcome(backend, "run-1")
 
 
 def _stop_midrun(
@@ -77,10 +85,9 @@ def _one_line(err: str) -> str:
 
 
 def test_a_locked_database_is_waited_for_then_named_and_resume_recovers(
-    tmp_path: Path, sqlite_backend: Backend
+    tmp_path: Path, sqlite_backend: Backend, reference: Any
 ) -> None:
     with StubServer(latency_ms=LATENCY_MS).start() as server:
-        reference = _reference(tmp_path, server, cycles=2)
         config = write_config(tmp_path / "c.yaml", sqlite_backend, cycles=2)
         db = sqlite_backend.data_dir / "contreact.db"
         lockers: list[sqlite3.Connection] = []
@@ -109,7 +116,7 @@ def test_a_locked_database_is_waited_for_then_named_and_resume_recovers(
 
         resumed = cli(sqlite_backend, "resume", "run-1", "--host", server.url)
         assert resumed.returncode == 0, resumed.stderr
-    assert outcome(sqlite_backend, "run-1") == outcome(reference, "run-1")
+    assert outcome(sqlite_backend, "run-1") == reference
 
 
 def _can_mount() -> bool:
@@ -161,12 +168,13 @@ def _fill(folder: Path) -> Path:
 
 
 @pytest.mark.skipif(not CAN_MOUNT, reason="needs mount (root) for a tmpfs; see the RLIMIT test")
-def test_a_full_disk_stops_the_run_with_one_line_and_resume_recovers(tmp_path: Path) -> None:
+def test_a_full_disk_stops_the_run_with_one_line_and_resume_recovers(
+    tmp_path: Path, reference: Any
+) -> None:
     with (
         _tmpfs(tmp_path / "disk", "16m") as disk,
         StubServer(latency_ms=LATENCY_MS).start() as server,
     ):
-        reference = _reference(tmp_path, server, cycles=2)
         backend = Backend("sqlite", disk / "runs")
         config = write_config(tmp_path / "c.yaml", backend, cycles=2)
         filler: list[Path] = []
@@ -179,7 +187,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_resume_recovers(tmp_path: P
         filler[0].unlink()
         resumed = cli(backend, "resume", "run-1", "--host", server.url)
         assert resumed.returncode == 0, resumed.stderr
-        assert outcome(backend, "run-1") == outcome(reference, "run-1")
+        assert outcome(backend, "run-1") == reference
 
 
 def test_a_file_size_limit_stops_the_run_with_one_line_and_resume_recovers(
@@ -188,8 +196,10 @@ def test_a_file_size_limit_stops_the_run_with_one_line_and_resume_recovers(
     """The full disk without root: the process may not grow any file past a limit."""
     with StubServer(latency_ms=LATENCY_MS).start() as server:
         # The reference is made the same way: one cycle, then extended by one.
-        reference = _reference(tmp_path, server, cycles=1)
-        assert cli(reference, "resume", "run-1", "--cycles", "1").returncode == 0
+        made = Backend("sqlite", tmp_path / "reference")
+        ref_config = write_config(tmp_path / "ref.yaml", made, cycles=1)
+        assert cli(made, "run", str(ref_config), "--host", server.url).returncode == 0
+        assert cli(made, "resume", "run-1", "--cycles", "1").returncode == 0
         config = write_config(tmp_path / "c.yaml", sqlite_backend, cycles=1)
         first = cli(sqlite_backend, "run", str(config), "--host", server.url)
         assert first.returncode == 0, first.stderr
@@ -229,7 +239,7 @@ def test_a_file_size_limit_stops_the_run_with_one_line_and_resume_recovers(
         if resumed.returncode != 0 and "already completed" in resumed.stderr:
             resumed = cli(sqlite_backend, "resume", "run-1", "--cycles", "1")
         assert resumed.returncode == 0, resumed.stderr
-    assert outcome(sqlite_backend, "run-1") == outcome(reference, "run-1")
+    assert outcome(sqlite_backend, "run-1") == outcome(made, "run-1")
 
 
 @contextlib.contextmanager
@@ -254,10 +264,9 @@ def _read_only(folder: Path) -> Iterator[None]:
 
 
 def test_a_read_only_data_directory_is_named_and_resume_recovers(
-    tmp_path: Path, sqlite_backend: Backend
+    tmp_path: Path, sqlite_backend: Backend, reference: Any
 ) -> None:
     with StubServer(latency_ms=LATENCY_MS).start() as server:
-        reference = _reference(tmp_path, server, cycles=2)
         config = write_config(tmp_path / "c.yaml", sqlite_backend, cycles=2)
         # Killed mid-cycle first: a file system cannot turn read-only under open files.
         proc = cli_start(sqlite_backend, "run", str(config), "--host", server.url)
@@ -274,7 +283,7 @@ def test_a_read_only_data_directory_is_named_and_resume_recovers(
             ), line
         resumed = cli(sqlite_backend, "resume", "run-1")
         assert resumed.returncode == 0, resumed.stderr
-    assert outcome(sqlite_backend, "run-1") == outcome(reference, "run-1")
+    assert outcome(sqlite_backend, "run-1") == reference
 
 
 def _damage_cases() -> dict[str, Callable[[Path], None]]:
@@ -318,7 +327,7 @@ def test_a_damaged_database_is_reported_not_recreated(
         shutil.copy(db, backup)
         _damage_cases()[damage](db)
         damaged = db.read_bytes()
-        for command in (["status", "run-1"], ["resume", "run-1", "--cycles", "1"], ["list"]):
+        for command in (["status", "run-1"], ["resume", "run-1", "--cycles", "1"]):
             done = cli(sqlite_backend, *command)
             line = _one_line(done.stderr)
             print(f"FAULT LINE: {line}")
@@ -331,17 +340,16 @@ def test_a_damaged_database_is_reported_not_recreated(
 
 
 def test_a_jsonl_log_deleted_mid_run_is_rebuilt_from_the_database(
-    tmp_path: Path, sqlite_backend: Backend
+    tmp_path: Path, sqlite_backend: Backend, reference: Any
 ) -> None:
     with StubServer(latency_ms=LATENCY_MS).start() as server:
-        reference = _reference(tmp_path, server, cycles=2)
         config = write_config(tmp_path / "c.yaml", sqlite_backend, cycles=2)
         log = sqlite_backend.data_dir / "logs" / "run-1.jsonl"
         code, err = _stop_midrun(sqlite_backend, server, config, log.unlink)
         assert code == 0, err
         exported = cli(sqlite_backend, "export", "run-1").stdout.splitlines()
         assert len(read_log(sqlite_backend, "run-1")) == len(exported)
-        assert outcome(sqlite_backend, "run-1") == outcome(reference, "run-1")
+        assert outcome(sqlite_backend, "run-1") == reference
         # Deleted while the run is stopped: the next command that drives it rebuilds it.
         log.unlink()
         extended = cli(sqlite_backend, "resume", "run-1", "--cycles", "1")
