@@ -36,9 +36,9 @@ def stable(value: Any) -> Any:
 
 def outcome(where: BenchStorage, run_id: str) -> tuple[Any, ...]:
     """(cycle, reflection, flags) per cycle, the memory, and the stable event summary."""
-    from checkpoints.cycles import cycle_records
-    from checkpoints.db import engine_for
-    from tools.memory import memory_snapshot
+    from contreact.checkpoints.cycles import cycle_records
+    from contreact.checkpoints.db import engine_for
+    from contreact.tools.memory import memory_snapshot
 
     engine = engine_for(where.storage())
     cycles = [(r.cycle, r.reflection, r.flags) for r in cycle_records(engine, run_id)]

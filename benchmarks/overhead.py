@@ -101,8 +101,8 @@ def baseline_loop(host: str, cycles: int, model_options: dict[str, Any]) -> list
     from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
     from langchain_ollama import ChatOllama
 
-    from nodes.prompts import REFLECTIONS_HEADING, SYSTEM_PROMPT
-    from tools.registry import TOOL_SCHEMAS
+    from contreact.nodes.prompts import REFLECTIONS_HEADING, SYSTEM_PROMPT
+    from contreact.tools.registry import TOOL_SCHEMAS
 
     llm = ChatOllama(
         model=MODEL, base_url=host, keep_alive="5m", client_kwargs={"timeout": 60}
@@ -223,7 +223,7 @@ def measure(
         Seconds per step (``baseline``, ``contreact``), CPU seconds of this process per
         step (``..._cpu``) and seconds per whole run (``..._run``), one value per run.
     """
-    from graph.state import default_model_options
+    from contreact.graph.state import default_model_options
 
     options = default_model_options()
     loops: dict[str, Callable[[], list[Mark]]] = {
@@ -358,7 +358,7 @@ def durability(mode: str) -> AbstractContextManager[None]:
 
 def no_jsonl() -> AbstractContextManager[None]:
     """Skip appending committed events to the JSONL mirror."""
-    import checkpoints.journal as journal
+    import contreact.checkpoints.journal as journal
 
     return _patched(journal, "mirror_lines", lambda *args: None)
 
@@ -386,21 +386,21 @@ def updates_only() -> AbstractContextManager[None]:
 
 def no_recall() -> AbstractContextManager[None]:
     """Skip the journal look-up before each side effect (safe only for a fresh run)."""
-    from checkpoints.journal import Ledger
+    from contreact.checkpoints.journal import Ledger
 
     return _patched(Ledger, "recall", lambda self, key: Ledger.MISSING)
 
 
 def no_event_rows() -> AbstractContextManager[None]:
     """Skip inserting event rows (the journal rows and memory changes still commit)."""
-    import checkpoints.journal as journal
+    import contreact.checkpoints.journal as journal
 
     return _patched(journal, "insert_events", lambda *args: [])
 
 
 def no_lineage_check() -> AbstractContextManager[None]:
     """Skip the per-step fork-point check (one query per node; safe on a run's main line)."""
-    import nodes.session as session
+    import contreact.nodes.session as session
 
     return _patched(session, "lineage_of", lambda state, runtime: state.lineage)
 
@@ -408,7 +408,7 @@ def no_lineage_check() -> AbstractContextManager[None]:
 @contextmanager
 def no_pre_ping() -> Iterator[None]:
     """Open PostgreSQL engines without ``pool_pre_ping`` (a round trip per checkout)."""
-    import checkpoints.db as db
+    import contreact.checkpoints.db as db
 
     original = db.create_engine
 
@@ -454,10 +454,10 @@ def langgraph_floor_loop(
     from langgraph.graph import START, StateGraph
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-    from checkpoints.saver import open_saver
-    from graph.state import default_model_options
-    from nodes.prompts import REFLECTIONS_HEADING, SYSTEM_PROMPT
-    from tools.registry import TOOL_SCHEMAS
+    from contreact.checkpoints.saver import open_saver
+    from contreact.graph.state import default_model_options
+    from contreact.nodes.prompts import REFLECTIONS_HEADING, SYSTEM_PROMPT
+    from contreact.tools.registry import TOOL_SCHEMAS
 
     llm = ChatOllama(
         model=MODEL, base_url=host, keep_alive="5m", client_kwargs={"timeout": 60}
@@ -550,7 +550,7 @@ def ablate(stub: StubProcess, where: BenchStorage, cycles: int, reps: int) -> No
     in plain LangGraph with and without a checkpointer (the floor of any design that
     checkpoints every superstep of this graph).
     """
-    from graph.state import default_model_options
+    from contreact.graph.state import default_model_options
 
     options = default_model_options()
 

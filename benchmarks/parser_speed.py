@@ -12,8 +12,8 @@ import argparse
 import statistics
 import time
 
-from nodes.toolcalls import parse_response
-from tools.registry import PARAMETER_SCHEMAS
+from contreact.nodes.toolcalls import parse_response
+from contreact.tools.registry import PARAMETER_SCHEMAS
 
 
 def inputs(size: int) -> dict[str, str]:

@@ -139,7 +139,7 @@ def per_call(
     stub: StubProcess, where: BenchStorage, cycles: int, reps: int, pols: list[str | None]
 ) -> dict[str, Level]:
     """Time every level, alternating, ``reps`` times; seconds per model call in each Level."""
-    from graph.state import default_model_options
+    from contreact.graph.state import default_model_options
 
     options = default_model_options()
     levels = [
@@ -394,7 +394,7 @@ def profile_contreact(stub: StubProcess, where: BenchStorage, cycles: int) -> No
 
     from sqlalchemy import event
 
-    from checkpoints.db import engine_for
+    from contreact.checkpoints.db import engine_for
 
     engine = engine_for(where.storage())
     counts: dict[str, int] = defaultdict(int)

@@ -60,8 +60,8 @@ def _first_request(server: StubServer, into: list[float]) -> None:
 
 
 def _exists(where: BenchStorage, run_id: str) -> bool:
-    from checkpoints.db import engine_for
-    from checkpoints.registry import RunNotFoundError, get_run
+    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.registry import RunNotFoundError, get_run
 
     try:
         get_run(engine_for(where.storage()), run_id)

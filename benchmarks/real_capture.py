@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 
+from contreact.nodes.prompts import SYSTEM_PROMPT, opening_turn, system_text
 from contreact.stub.real import build_real_server
-from nodes.prompts import SYSTEM_PROMPT, opening_turn, system_text
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "real_captures"
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import httpx
 
-from checkpoints.db import engine_for, resolve_storage
-from checkpoints.events import read_events
 from contreact.analysis.format_health import run_health
+from contreact.checkpoints.db import engine_for, resolve_storage
+from contreact.checkpoints.events import read_events
+from contreact.nodes.prompts import system_text
 from contreact.stub.real import SHIPPED_MODELS, build_real_server
-from nodes.prompts import system_text
 
 ROOT = Path(__file__).resolve().parent.parent
 

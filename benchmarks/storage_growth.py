@@ -192,7 +192,7 @@ def event_bytes_by_type(where: BenchStorage, run_id: str, cycles: list[int]) -> 
     """Event payload bytes per (cycle, event type), to show which events grow."""
     from sqlalchemy import func, select
 
-    from checkpoints.db import engine_for, events
+    from contreact.checkpoints.db import engine_for, events
 
     engine = engine_for(where.storage())
     query = (

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Engine, select
 
-from checkpoints.db import cycles, insert_ignore
+from contreact.checkpoints.db import cycles, insert_ignore
 
 
 class Note(NamedTuple):

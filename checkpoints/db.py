@@ -42,8 +42,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from checkpoints.private_files import private_dir, touch_private
-from checkpoints.storage_faults import StorageFault, check_sqlite_file, storage_fault
+from contreact.checkpoints.private_files import private_dir, touch_private
+from contreact.checkpoints.storage_faults import StorageFault, check_sqlite_file, storage_fault
 
 DB_FILENAME = "contreact.db"
 SQLITE_BUSY_TIMEOUT_MS = int(os.environ.get("CONTREACT_SQLITE_BUSY_TIMEOUT_MS") or 30_000)

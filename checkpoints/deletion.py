@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sqlalchemy import ColumnElement, Table, delete, or_, select
 
-from checkpoints.db import (
+from contreact.checkpoints.db import (
     Storage,
     cycles,
     engine_for,
@@ -28,8 +28,8 @@ from checkpoints.db import (
     pei,
     runs,
 )
-from checkpoints.lineage import SCOPE_SEPARATOR
-from checkpoints.registry import get_run
+from contreact.checkpoints.lineage import SCOPE_SEPARATOR
+from contreact.checkpoints.registry import get_run
 
 SCOPED = (events, journal, memories, cycles)
 """Tables keyed by scope: the run id, or `RUN@LINEAGE` for a branch of it."""
@@ -116,7 +116,7 @@ def delete_run(storage: Storage, run_id: str) -> Deleted:
 
 
 def _delete_checkpoints(storage: Storage, threads: list[str]) -> None:
-    from checkpoints.saver import open_saver
+    from contreact.checkpoints.saver import open_saver
 
     with open_saver(storage) as saver:
         for thread in threads:

@@ -21,8 +21,8 @@ from typing import Any, ClassVar, Literal, Self
 
 from sqlalchemy import Connection, Engine, func, select
 
-from checkpoints.db import Storage, events, insert_ignore
-from checkpoints.private_files import open_private
+from contreact.checkpoints.db import Storage, events, insert_ignore
+from contreact.checkpoints.private_files import open_private
 
 EventType = Literal[
     "RUN_START",

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, delete, select
 
-from checkpoints.db import cycles, events, insert_ignore, memories, upsert
-from checkpoints.events import ToolCall
-from checkpoints.keys import position_of
+from contreact.checkpoints.db import cycles, events, insert_ignore, memories, upsert
+from contreact.checkpoints.events import ToolCall
+from contreact.checkpoints.keys import position_of
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from typing import Any, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, bindparam, select
 
-from checkpoints.db import Storage, engine_for, insert_ignore, journal
-from checkpoints.events import Event, insert_events, mirror_lines
-from checkpoints.failpoints import failpoint
+from contreact.checkpoints.db import Storage, engine_for, insert_ignore, journal
+from contreact.checkpoints.events import Event, insert_events, mirror_lines
+from contreact.checkpoints.failpoints import failpoint
 
 T = TypeVar("T")
 

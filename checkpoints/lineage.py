@@ -33,9 +33,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import DBAPIError
 
-from checkpoints.db import insert_ignore, lineages
-from checkpoints.events import utc_now
-from checkpoints.fork import ForkPoint, copy_history
+from contreact.checkpoints.db import insert_ignore, lineages
+from contreact.checkpoints.events import utc_now
+from contreact.checkpoints.fork import ForkPoint, copy_history
 
 MAIN = ""
 """The lineage of a run's main line (its scope is the run id itself)."""

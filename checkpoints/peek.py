@@ -16,7 +16,7 @@ import sqlite3
 from dataclasses import fields
 from pathlib import Path
 
-from checkpoints.run_record import RunNotFoundError, RunRecord
+from contreact.checkpoints.run_record import RunNotFoundError, RunRecord
 
 DB_FILENAME = "contreact.db"
 """As `checkpoints.db.DB_FILENAME` (a test holds them equal)."""

@@ -18,19 +18,19 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
-from checkpoints.db import runs
-from checkpoints.events import utc_now
+from contreact.checkpoints.db import runs
+from contreact.checkpoints.events import utc_now
 
 # Re-exported: the registry's vocabulary, defined where the fast read can use it.
-from checkpoints.run_record import HEARTBEAT_S as HEARTBEAT_S
-from checkpoints.run_record import RUN_ID_PATTERN as RUN_ID_PATTERN
-from checkpoints.run_record import STALE_AFTER_S as STALE_AFTER_S
-from checkpoints.run_record import RunExistsError as RunExistsError
-from checkpoints.run_record import RunNotFoundError as RunNotFoundError
-from checkpoints.run_record import RunRecord as RunRecord
-from checkpoints.run_record import RunStatus as RunStatus
-from checkpoints.run_record import ShownStatus as ShownStatus
-from checkpoints.run_record import check_run_id as check_run_id
+from contreact.checkpoints.run_record import HEARTBEAT_S as HEARTBEAT_S
+from contreact.checkpoints.run_record import RUN_ID_PATTERN as RUN_ID_PATTERN
+from contreact.checkpoints.run_record import STALE_AFTER_S as STALE_AFTER_S
+from contreact.checkpoints.run_record import RunExistsError as RunExistsError
+from contreact.checkpoints.run_record import RunNotFoundError as RunNotFoundError
+from contreact.checkpoints.run_record import RunRecord as RunRecord
+from contreact.checkpoints.run_record import RunStatus as RunStatus
+from contreact.checkpoints.run_record import ShownStatus as ShownStatus
+from contreact.checkpoints.run_record import check_run_id as check_run_id
 
 
 def _record(row: Any) -> RunRecord:

@@ -16,9 +16,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from checkpoints.db import SQLITE_BUSY_TIMEOUT_MS, SQLITE_PRAGMAS, Storage, prepare_sqlite_file
+from contreact.checkpoints.db import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    SQLITE_PRAGMAS,
+    Storage,
+    prepare_sqlite_file,
+)
 
-ALLOWED_TYPES = [("nodes.ollama_client", "ModelCallError")]
+ALLOWED_TYPES = [("contreact.nodes.ollama_client", "ModelCallError")]
 """Our own types LangGraph may find in a checkpoint: a failed model call is stored as the
 node's error write, and read back when the run is resumed. Everything else we checkpoint
 is plain data or LangChain messages, which LangGraph's serializer allows by itself."""

@@ -39,21 +39,21 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy import Engine
 
-from checkpoints.db import (
+from contreact.checkpoints.db import (
     SQLITE_BUSY_TIMEOUT_MS,
     SQLITE_PRAGMAS,
     Storage,
     engine_for,
     resolve_storage,
 )
-from checkpoints.registry import (
+from contreact.checkpoints.registry import (
     RunRecord,
     ShownStatus,
     find_by_thread,
     list_runs,
     set_status,
 )
-from checkpoints.saver import serializer
+from contreact.checkpoints.saver import serializer
 
 log = logging.getLogger("contreact.studio")
 

@@ -32,13 +32,13 @@ from typing import Any
 import httpx
 import yaml
 
-from checkpoints.cycles import cycle_records
-from checkpoints.db import Storage, engine_for
-from checkpoints.events import Error, read_events
-from checkpoints.private_files import open_private, private_dir
-from checkpoints.registry import RunNotFoundError, get_run
+from contreact.checkpoints.cycles import cycle_records
+from contreact.checkpoints.db import Storage, engine_for
+from contreact.checkpoints.events import Error, read_events
+from contreact.checkpoints.private_files import open_private, private_dir
+from contreact.checkpoints.registry import RunNotFoundError, get_run
 from contreact.config import ConfigError, deep_merge, parse_config
-from graph.defaults import default_model_options
+from contreact.graph.defaults import default_model_options
 
 BATCH_KEYS = ("batch", "models", "replicates", "parallel")
 MODEL_KEYS = ("name", "model_options", "reasoning", "num_ctx")
@@ -216,7 +216,7 @@ class BatchRunner:
         private_dir(self.folder)
         # Children started together would race to create the checkpoint tables of a fresh
         # database (PostgreSQL fails all but one on a duplicate type): create them first.
-        from checkpoints.saver import open_saver
+        from contreact.checkpoints.saver import open_saver
 
         with open_saver(self.storage):
             pass

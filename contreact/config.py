@@ -23,10 +23,9 @@ from pydantic import (
     model_validator,
 )
 
-from checkpoints.run_record import check_run_id
-from contreact.ollama_options import check_model_options
-from graph import defaults as d
-from graph.defaults import (
+from contreact.checkpoints.run_record import check_run_id
+from contreact.graph import defaults as d
+from contreact.graph.defaults import (
     CheckpointPolicy,
     ReflectionFormat,
     ToolMode,
@@ -34,11 +33,12 @@ from graph.defaults import (
     default_ollama_host,
     resolve_host,
 )
-from nodes.reflection_format import schema_problems
+from contreact.nodes.reflection_format import schema_problems
+from contreact.ollama_options import check_model_options
 
 if TYPE_CHECKING:
-    from checkpoints.db import Storage
-    from graph.state import Context
+    from contreact.checkpoints.db import Storage
+    from contreact.graph.state import Context
 
 DEFAULT_OPERATOR_REPLY = (
     "This is an automatic reply: the operator is not available right now and has read your message."
@@ -270,8 +270,8 @@ class Config(_Strict):
 
     def to_context(self, storage: Storage | None = None) -> Context:
         """The runtime Context for this config, on `storage` (default: the config's own)."""
-        from checkpoints.db import resolve_storage
-        from graph.state import Context
+        from contreact.checkpoints.db import resolve_storage
+        from contreact.graph.state import Context
 
         if storage is None:
             storage = resolve_storage(self.storage.data_dir, self.storage.url)

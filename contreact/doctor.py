@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from checkpoints.db import Storage, engine_for
-from graph.defaults import TOOL_MODE, resolve_host
+from contreact.checkpoints.db import Storage, engine_for
+from contreact.graph.defaults import TOOL_MODE, resolve_host
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def _show(client: httpx.Client, host: str, model: str) -> dict[str, Any] | None:
 
 def _similarity_method(embedding_model: str | None) -> Check:
     """Which similarity method the monitor will use, with its default thresholds."""
-    from graph import defaults as d
+    from contreact.graph import defaults as d
 
     if embedding_model:
         return Check(

@@ -9,7 +9,13 @@ run's `invoke` node, with no tools and no thinking requested.
 from __future__ import annotations
 
 from contreact.analysis.pei import EvaluatorError, Question
-from nodes.ollama_client import ModelCallError, RetryPolicy, chat_client, classify, with_retries
+from contreact.nodes.ollama_client import (
+    ModelCallError,
+    RetryPolicy,
+    chat_client,
+    classify,
+    with_retries,
+)
 
 
 def ask_evaluator(question: Question, *, retries: int = 2, keep_alive: str = "5m") -> str:

@@ -24,9 +24,9 @@ from rich.status import Status
 from contreact.terminal_text import visible
 
 if TYPE_CHECKING:
-    from checkpoints.registry import RunRecord
+    from contreact.checkpoints.registry import RunRecord
+    from contreact.graph.state import AgentState
     from contreact.runner import RunOutcome
-    from graph.state import AgentState
 
 DOING = {
     "assemble": "assembling the prompt",

@@ -19,10 +19,10 @@ from typing import Any, Literal, Protocol, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from checkpoints import keys
-from checkpoints.cycles import cycle_records
-from checkpoints.db import Storage, engine_for, fault_of
-from checkpoints.events import (
+from contreact.checkpoints import keys
+from contreact.checkpoints.cycles import cycle_records
+from contreact.checkpoints.db import Storage, engine_for, fault_of
+from contreact.checkpoints.events import (
     Event,
     HostChange,
     OperatorMessage,
@@ -30,9 +30,9 @@ from checkpoints.events import (
     count_events,
     sync_log,
 )
-from checkpoints.fork import fork_run_history
-from checkpoints.journal import Ledger
-from checkpoints.registry import (
+from contreact.checkpoints.fork import fork_run_history
+from contreact.checkpoints.journal import Ledger
+from contreact.checkpoints.registry import (
     Heartbeat,
     RunRecord,
     RunStatus,
@@ -41,16 +41,16 @@ from checkpoints.registry import (
     list_runs,
     set_status,
 )
-from checkpoints.saver import open_saver
-from checkpoints.storage_faults import StorageFault
+from contreact.checkpoints.saver import open_saver
+from contreact.checkpoints.storage_faults import StorageFault
 from contreact.config import Config, apply_overrides, deep_merge, parse_config
 from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
+from contreact.graph.state import AgentState, fresh_cycle
+from contreact.graph.wiring import builder, recursion_limit
+from contreact.nodes.ollama_client import ModelCallError
 from contreact.operator_policy import AskOperator
 from contreact.operator_policy import answer as answer_by_policy
-from graph.state import AgentState, fresh_cycle
-from graph.wiring import builder, recursion_limit
-from nodes.ollama_client import ModelCallError
-from tools.operator import OPERATOR_INTERRUPT
+from contreact.tools.operator import OPERATOR_INTERRUPT
 
 log = logging.getLogger("contreact")
 

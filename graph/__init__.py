@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph, StateGraph
 
-    from graph.state import AgentState, Context
-    from graph.wiring import recursion_limit
+    from contreact.graph.state import AgentState, Context
+    from contreact.graph.wiring import recursion_limit
 
     builder: StateGraph[Any, Any, Any, Any]
     graph: CompiledStateGraph[Any, Any, Any, Any]
@@ -26,7 +26,7 @@ __all__ = ["AgentState", "Context", "builder", "graph", "recursion_limit"]
 
 def __getattr__(name: str) -> Any:
     if name in ("builder", "graph", "recursion_limit"):
-        return getattr(importlib.import_module("graph.wiring"), name)
+        return getattr(importlib.import_module("contreact.graph.wiring"), name)
     if name in ("AgentState", "Context"):
-        return getattr(importlib.import_module("graph.state"), name)
+        return getattr(importlib.import_module("contreact.graph.state"), name)
     raise AttributeError(f"module 'graph' has no attribute {name!r}")

@@ -22,9 +22,9 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 # typing_extensions' TypedDict: LangGraph's schema builder rejects typing's before 3.12.
 from typing_extensions import TypedDict
 
-from checkpoints.db import Storage, resolve_storage
-from graph import defaults as d
-from graph.defaults import ToolMode, default_model_options, default_ollama_host
+from contreact.checkpoints.db import Storage, resolve_storage
+from contreact.graph import defaults as d
+from contreact.graph.defaults import ToolMode, default_model_options, default_ollama_host
 
 Outcome = Literal["", "calls", "retry", "final"]
 GraphStatus = Literal["running", "completed"]

@@ -16,12 +16,12 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from graph.state import AgentState, Context, RunInput
-from nodes.assemble import assemble
-from nodes.dispatch import dispatch
-from nodes.invoke import invoke
-from nodes.parse import parse
-from nodes.reflect import reflect
+from contreact.graph.state import AgentState, Context, RunInput
+from contreact.nodes.assemble import assemble
+from contreact.nodes.dispatch import dispatch
+from contreact.nodes.invoke import invoke
+from contreact.nodes.parse import parse
+from contreact.nodes.reflect import reflect
 
 NODES_PER_STEP = 4
 """assemble, invoke, parse, dispatch: supersteps per model call at most."""

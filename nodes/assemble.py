@@ -18,17 +18,17 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langgraph.runtime import Runtime
 
-from checkpoints import keys
-from checkpoints.cycles import Note, earlier_notes
-from checkpoints.events import ContextTrim, CycleStart, Event, RunStart
-from graph.state import AgentState, Context
-from nodes.budgets import tools_offered
-from nodes.context_budget import estimate_tokens, fit_reflections, plan_trim
-from nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
-from nodes.session import engine_of, ledger_of
-from nodes.session import step as on_lineage
-from nodes.tool_mode import decide_tool_mode
-from tools.registry import TOOL_SCHEMAS
+from contreact.checkpoints import keys
+from contreact.checkpoints.cycles import Note, earlier_notes
+from contreact.checkpoints.events import ContextTrim, CycleStart, Event, RunStart
+from contreact.graph.state import AgentState, Context
+from contreact.nodes.budgets import tools_offered
+from contreact.nodes.context_budget import estimate_tokens, fit_reflections, plan_trim
+from contreact.nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
+from contreact.nodes.session import engine_of, ledger_of
+from contreact.nodes.session import step as on_lineage
+from contreact.nodes.tool_mode import decide_tool_mode
+from contreact.tools.registry import TOOL_SCHEMAS
 
 
 def prompt_of(

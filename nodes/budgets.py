@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from graph.state import Context, CycleStats
+from contreact.graph.state import Context, CycleStats
 
 REPEAT_LIMIT = 3
 """The third identical (name, arguments) call in a cycle is refused instead of run."""

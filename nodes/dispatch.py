@@ -19,18 +19,18 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from sqlalchemy import Connection, select
 
-from checkpoints import keys
-from checkpoints.db import events
-from checkpoints.events import Error, Event, OperatorMessage, ToolCall
-from checkpoints.journal import Ledger
-from graph.state import AgentState, Context, CycleStats, PendingCall
-from nodes.budgets import refusal, truncate_output
-from nodes.session import ledger_of
-from nodes.session import step as on_lineage
-from nodes.toolcalls import ParsedCall, call_signature
-from tools.memory import ToolSession
-from tools.operator import ask_operator
-from tools.registry import MEMORY_TOOLS, OPERATOR_TOOL, ToolResult, run_tool
+from contreact.checkpoints import keys
+from contreact.checkpoints.db import events
+from contreact.checkpoints.events import Error, Event, OperatorMessage, ToolCall
+from contreact.checkpoints.journal import Ledger
+from contreact.graph.state import AgentState, Context, CycleStats, PendingCall
+from contreact.nodes.budgets import refusal, truncate_output
+from contreact.nodes.session import ledger_of
+from contreact.nodes.session import step as on_lineage
+from contreact.nodes.toolcalls import ParsedCall, call_signature
+from contreact.tools.memory import ToolSession
+from contreact.tools.operator import ask_operator
+from contreact.tools.registry import MEMORY_TOOLS, OPERATOR_TOOL, ToolResult, run_tool
 
 
 def _seconds_since(conn: Connection, run_id: str, key: str) -> float | None:

@@ -19,15 +19,15 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 from sqlalchemy import Connection
 
-from checkpoints import keys
-from checkpoints.cycles import earlier_notes
-from checkpoints.events import Error, Event, LlmInvocation, count_events
-from checkpoints.journal import Ledger
-from graph.state import AgentState, Context
-from nodes.answer_health import answer_flags
-from nodes.assemble import prompt_of
-from nodes.budgets import tools_offered
-from nodes.ollama_client import (
+from contreact.checkpoints import keys
+from contreact.checkpoints.cycles import earlier_notes
+from contreact.checkpoints.events import Error, Event, LlmInvocation, count_events
+from contreact.checkpoints.journal import Ledger
+from contreact.graph.state import AgentState, Context
+from contreact.nodes.answer_health import answer_flags
+from contreact.nodes.assemble import prompt_of
+from contreact.nodes.budgets import tools_offered
+from contreact.nodes.ollama_client import (
     ModelCallError,
     RetryPolicy,
     chat_client,
@@ -36,10 +36,10 @@ from nodes.ollama_client import (
     is_server_tool_parse_error,
     with_retries,
 )
-from nodes.session import engine_of, ledger_of, step
-from nodes.storable import storable
-from nodes.tool_mode import is_no_tools_error
-from tools.registry import TOOL_SCHEMAS
+from contreact.nodes.session import engine_of, ledger_of, step
+from contreact.nodes.storable import storable
+from contreact.nodes.tool_mode import is_no_tools_error
+from contreact.tools.registry import TOOL_SCHEMAS
 
 log = logging.getLogger("contreact")
 

@@ -23,24 +23,30 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
-from checkpoints import keys
-from checkpoints.events import Event, ParseFailure
-from graph.state import AgentState, Context, CycleStats, PendingCall
-from nodes.answer_health import (
+from contreact.checkpoints import keys
+from contreact.checkpoints.events import Event, ParseFailure
+from contreact.graph.state import AgentState, Context, CycleStats, PendingCall
+from contreact.nodes.answer_health import (
     ECHO_FLAG,
     INVENTED_TURN_FLAG,
     TRUNCATED_FLAG,
     cut_invented_turn,
     is_echo,
 )
-from nodes.budgets import past_time_limit, steps_left
-from nodes.prompts import system_text
-from nodes.reflection_format import Accepted, check_reflection, correction
-from nodes.session import ledger_of
-from nodes.session import step as on_lineage
-from nodes.storable import storable
-from nodes.toolcalls import FinalAnswer, NoAnswer, ToolCalls, parse_response, server_parse_error
-from tools.registry import PARAMETER_SCHEMAS
+from contreact.nodes.budgets import past_time_limit, steps_left
+from contreact.nodes.prompts import system_text
+from contreact.nodes.reflection_format import Accepted, check_reflection, correction
+from contreact.nodes.session import ledger_of
+from contreact.nodes.session import step as on_lineage
+from contreact.nodes.storable import storable
+from contreact.nodes.toolcalls import (
+    FinalAnswer,
+    NoAnswer,
+    ToolCalls,
+    parse_response,
+    server_parse_error,
+)
+from contreact.tools.registry import PARAMETER_SCHEMAS
 
 # Reasons worth a CYCLE_END flag: the model wrote something that looks like a call but is
 # not one, which a researcher comparing models wants to count.

@@ -21,9 +21,9 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from checkpoints.cycles import Note
-from nodes.reflection_format import shown_schema
-from tools.registry import TOOL_SCHEMAS
+from contreact.checkpoints.cycles import Note
+from contreact.nodes.reflection_format import shown_schema
+from contreact.tools.registry import TOOL_SCHEMAS
 
 SYSTEM_PROMPT = """You are an autonomous, task-free agent designed for continuous exploration. You have no external task and can do what you want.
 

@@ -14,16 +14,16 @@ from typing import Any
 from langgraph.runtime import Runtime
 from sqlalchemy import Connection
 
-from checkpoints import keys
-from checkpoints.cycles import CycleRecord, earlier_notes, insert_cycle
-from checkpoints.events import CycleEnd, Event, RunEnd, Similarity
-from checkpoints.journal import Ledger
-from checkpoints.registry import complete_studio_run
 from contreact.analysis.similarity import SimilarityReport, assess
-from graph.state import AgentState, Context, fresh_cycle
-from nodes.reflection_format import Accepted, check_reflection, prose_of
-from nodes.session import engine_of, ledger_of, run_id_of, step
-from tools.memory import count_keys
+from contreact.checkpoints import keys
+from contreact.checkpoints.cycles import CycleRecord, earlier_notes, insert_cycle
+from contreact.checkpoints.events import CycleEnd, Event, RunEnd, Similarity
+from contreact.checkpoints.journal import Ledger
+from contreact.checkpoints.registry import complete_studio_run
+from contreact.graph.state import AgentState, Context, fresh_cycle
+from contreact.nodes.reflection_format import Accepted, check_reflection, prose_of
+from contreact.nodes.session import engine_of, ledger_of, run_id_of, step
+from contreact.tools.memory import count_keys
 
 
 def _similarity(state: AgentState, ctx: Context, ledger: Ledger) -> SimilarityReport | None:

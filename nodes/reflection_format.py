@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nodes.toolcalls import coerce_arguments
+from contreact.nodes.toolcalls import coerce_arguments
 
 JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
 """The JSON schema types the coercion understands."""

@@ -20,12 +20,12 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from sqlalchemy import Engine
 
-from checkpoints import keys
-from checkpoints.db import engine_for
-from checkpoints.events import Event, RunFork, sync_log
-from checkpoints.fork import ForkPoint
-from checkpoints.journal import Ledger
-from checkpoints.lineage import (
+from contreact.checkpoints import keys
+from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.events import Event, RunFork, sync_log
+from contreact.checkpoints.fork import ForkPoint
+from contreact.checkpoints.journal import Ledger
+from contreact.checkpoints.lineage import (
     MAIN,
     Checkpoint,
     is_fork_point,
@@ -34,8 +34,8 @@ from checkpoints.lineage import (
     scope_of,
     start_branch,
 )
-from checkpoints.registry import RunExistsError, create_run, find_run_thread, set_status
-from graph.state import AgentState, Context
+from contreact.checkpoints.registry import RunExistsError, create_run, find_run_thread, set_status
+from contreact.graph.state import AgentState, Context
 
 CHECKPOINTER_KEY = "__pregel_checkpointer"
 """Where LangGraph puts the checkpointer in a task's config (langgraph._internal._constants)."""

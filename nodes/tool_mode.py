@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import httpx
 
-from graph.state import Context
+from contreact.graph.state import Context
 
 Mode = Literal["native", "text"]
 

@@ -62,7 +62,7 @@ class Backend:
 
     def storage(self) -> Any:
         """The `Storage` the CLI will use."""
-        from checkpoints.db import resolve_storage
+        from contreact.checkpoints.db import resolve_storage
 
         return resolve_storage(self.data_dir, self.db_url)
 
@@ -99,7 +99,7 @@ def postgres_backend(tmp_path: Path) -> Iterator[Backend]:
             "postgres", tmp_path / "runs", f"postgresql+psycopg://{base.split('://', 1)[1]}/{name}"
         )
     finally:
-        from checkpoints.db import dispose_engines
+        from contreact.checkpoints.db import dispose_engines
 
         dispose_engines()
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
@@ -230,9 +230,9 @@ def outcome(backend: Backend, run_id: str) -> tuple[list[Any], dict[str, str], l
     (reflection, flags) per cycle, the memory, and the stable event summary. Read in
     process: the CLI's own `show` and `memory` output is tested where it is the subject.
     """
-    from checkpoints.cycles import cycle_records
-    from checkpoints.db import engine_for
-    from tools.memory import memory_snapshot
+    from contreact.checkpoints.cycles import cycle_records
+    from contreact.checkpoints.db import engine_for
+    from contreact.tools.memory import memory_snapshot
 
     engine = engine_for(backend.storage())
     cycles = [(r.cycle, r.reflection, r.flags) for r in cycle_records(engine, run_id)]

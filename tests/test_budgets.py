@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from graph.state import Context, new_stats
-from nodes.budgets import past_time_limit, refusal, steps_left, tools_offered, truncate_output
+from contreact.graph.state import Context, new_stats
+from contreact.nodes.budgets import (
+    past_time_limit,
+    refusal,
+    steps_left,
+    tools_offered,
+    truncate_output,
+)
 
 CTX = Context(max_steps_per_cycle=4, max_tool_calls_per_cycle=3, cycle_seconds=10)
 

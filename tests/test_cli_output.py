@@ -173,10 +173,10 @@ def imported_by(backend: Backend, *args: str) -> set[str]:
 def test_read_only_commands_start_without_the_engine(
     tmp_path: Path, sqlite_backend: Backend
 ) -> None:
-    from checkpoints import peek
-    from checkpoints.cycles import cycle_records
-    from checkpoints.db import DB_FILENAME, engine_for
-    from checkpoints.registry import list_runs
+    from contreact.checkpoints import peek
+    from contreact.checkpoints.cycles import cycle_records
+    from contreact.checkpoints.db import DB_FILENAME, engine_for
+    from contreact.checkpoints.registry import list_runs
 
     with StubServer().start() as server:
         for name, cycles in (("first", 2), ("second", 1)):

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from nodes.context_budget import (
+from contreact.nodes.context_budget import (
     MESSAGE_OVERHEAD_TOKENS,
     Trim,
     estimate_tokens,

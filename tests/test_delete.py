@@ -25,7 +25,7 @@ DECOY_SCOPE = "delx1.stub-model.r1@feedbeef"
 
 
 def _engine(backend: Backend) -> Engine:
-    from checkpoints.db import engine_for
+    from contreact.checkpoints.db import engine_for
 
     return engine_for(backend.storage())
 
@@ -58,8 +58,8 @@ def files_of(data_dir: Path) -> set[Path]:
 
 
 def test_delete_removes_the_run_and_only_it(tmp_path: Path, backend: Backend) -> None:
-    from checkpoints.db import memories
-    from checkpoints.registry import get_run
+    from contreact.checkpoints.db import memories
+    from contreact.checkpoints.registry import get_run
 
     with StubServer().start() as server:
         config = tmp_path / "batch.yaml"
@@ -126,7 +126,7 @@ def test_delete_removes_the_run_and_only_it(tmp_path: Path, backend: Backend) ->
 
 
 def test_delete_refuses_a_live_run(tmp_path: Path, sqlite_backend: Backend) -> None:
-    from checkpoints.registry import get_run
+    from contreact.checkpoints.registry import get_run
 
     with StubServer(latency_ms=300).start() as server:
         config = write_config(

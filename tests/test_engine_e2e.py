@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from conftest import Backend, cli, read_log, scripted_stub, write_config
-from nodes.prompts import SYSTEM_PROMPT
+from contreact.nodes.prompts import SYSTEM_PROMPT
 
 TOOL_NAMES = ["write", "read", "list", "delete", "pattern_search", "send_message_to_operator"]
 
@@ -133,12 +133,12 @@ def test_a_copied_thread_cannot_write_into_a_registered_run(
 
     import pytest
 
-    from checkpoints.db import engine_for
-    from checkpoints.events import read_events
-    from checkpoints.saver import open_saver
-    from graph import builder
-    from graph.state import Context
-    from nodes.session import ForeignThreadError
+    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.events import read_events
+    from contreact.checkpoints.saver import open_saver
+    from contreact.graph import builder
+    from contreact.graph.state import Context
+    from contreact.nodes.session import ForeignThreadError
 
     backend = sqlite_backend
     with scripted_stub(FOUR_CYCLES) as server:

@@ -7,10 +7,17 @@ import json
 import re
 from pathlib import Path
 
-from checkpoints.db import engine_for, resolve_storage
-from checkpoints.events import PAYLOADS, CycleStart, Event, log_path, read_events, sync_log
-from checkpoints.journal import Ledger
-from checkpoints.keys import cycle_start
+from contreact.checkpoints.db import engine_for, resolve_storage
+from contreact.checkpoints.events import (
+    PAYLOADS,
+    CycleStart,
+    Event,
+    log_path,
+    read_events,
+    sync_log,
+)
+from contreact.checkpoints.journal import Ledger
+from contreact.checkpoints.keys import cycle_start
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

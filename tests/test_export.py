@@ -9,10 +9,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from checkpoints.cycles import cycle_records
-from checkpoints.db import engine_for
-from checkpoints.events import read_events
 from conftest import Backend, cli, read_log, scripted_stub
+from contreact.checkpoints.cycles import cycle_records
+from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.events import read_events
 from contreact.cli import app
 from contreact.config import parse_config
 from contreact.runner import start_run

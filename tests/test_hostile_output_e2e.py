@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import Backend, cli, outcome, read_log, scripted_stub, write_config
+from contreact.nodes.storable import storable
 from contreact.stub import StubServer
-from nodes.storable import storable
 
 HUGE = int("1" + "0" * 400)
 

@@ -18,16 +18,16 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 
-from checkpoints.saver import serializer
-from nodes.storable import storable
-from nodes.toolcalls import (
+from contreact.checkpoints.saver import serializer
+from contreact.nodes.storable import storable
+from contreact.nodes.toolcalls import (
     INTERNAL_ERROR_PREFIX,
     FinalAnswer,
     NoAnswer,
     ToolCalls,
     parse_response,
 )
-from tools.registry import PARAMETER_SCHEMAS
+from contreact.tools.registry import PARAMETER_SCHEMAS
 
 HOSTILE_TEXT = st.text(
     alphabet=st.characters(codec=None, categories=None), max_size=40

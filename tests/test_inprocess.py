@@ -18,12 +18,12 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
-from checkpoints.cycles import cycle_records
-from checkpoints.db import engine_for
+from contreact.checkpoints.cycles import cycle_records
+from contreact.checkpoints.db import engine_for
 from contreact.config import parse_config
-from graph.state import Context, fresh_cycle
-from graph.wiring import builder
-from tools.memory import ToolSession, memory_snapshot, search_memory_keys, write_memory
+from contreact.graph.state import Context, fresh_cycle
+from contreact.graph.wiring import builder
+from contreact.tools.memory import ToolSession, memory_snapshot, search_memory_keys, write_memory
 
 
 class ScriptedChat(GenericFakeChatModel):
@@ -123,7 +123,7 @@ def test_time_travel_with_an_edit_calls_the_model_and_keeps_the_original(tmp_pat
     assert [r.reflection for r in cycle_records(engine, "travel")] == ["Note one.", "Note two."]
     assert graph.get_state(thread).values["lineage"] == final["lineage"]
     # A crash replay from the branch's fork point keeps the lineage (minted from the checkpoint).
-    from checkpoints.lineage import mint
+    from contreact.checkpoints.lineage import mint
 
     assert final["lineage"] == mint("t-travel", edited["configurable"]["checkpoint_id"])
 
@@ -161,9 +161,9 @@ def test_studio_context_defaults_are_the_configs() -> None:
 
 def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
     """Every model call receives `prompt_of` the state assemble left, message for message."""
-    from checkpoints.cycles import earlier_notes
-    from graph.state import AgentState
-    from nodes.assemble import prompt_of
+    from contreact.checkpoints.cycles import earlier_notes
+    from contreact.graph.state import AgentState
+    from contreact.nodes.assemble import prompt_of
 
     chat = model("Note one.", tool("write", key="k", value="v"), tool("list"), "Note two.")
     graph = builder.compile(checkpointer=InMemorySaver())

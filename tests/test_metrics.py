@@ -11,9 +11,6 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from checkpoints.cycles import CycleRecord
-from checkpoints.db import engine_for, runs
-from checkpoints.events import log_path, read_events
 from conftest import Backend, scripted_stub
 from contreact.analysis.metrics import (
     TABLE1_KEYS,
@@ -26,6 +23,9 @@ from contreact.analysis.metrics import (
 )
 from contreact.analysis.report import build_report
 from contreact.analysis.runs import AnalysisInputError, select_runs
+from contreact.checkpoints.cycles import CycleRecord
+from contreact.checkpoints.db import engine_for, runs
+from contreact.checkpoints.events import log_path, read_events
 from contreact.config import parse_config
 from contreact.runner import start_run
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from checkpoints.registry import RUN_ID_PATTERN, RunRecord
 from contreact.analysis.agreement import describe, icc_a1, kendalls_w
 from contreact.analysis.pei import (
     ANSWER_RESERVE_TOKENS,
@@ -26,6 +25,7 @@ from contreact.analysis.pei import (
     pei_run_id,
 )
 from contreact.analysis.runs import AnalysisInputError
+from contreact.checkpoints.registry import RUN_ID_PATTERN, RunRecord
 
 ANSWERS: list[tuple[str, int | None]] = [
     # plain levels, digits and words; 10 is never 1

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from checkpoints.cycles import Note
-from nodes.prompts import SYSTEM_PROMPT, build_prompt, opening_turn, system_text
+from contreact.checkpoints.cycles import Note
+from contreact.nodes.prompts import SYSTEM_PROMPT, build_prompt, opening_turn, system_text
 
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "SPEC.md"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from conftest import Backend, cli, read_log, scripted_stub, write_config
-from nodes.answer_health import answer_flags, cut_invented_turn, echo_fraction, is_echo
-from nodes.prompts import system_text
+from contreact.nodes.answer_health import answer_flags, cut_invented_turn, echo_fraction, is_echo
+from contreact.nodes.prompts import system_text
 
 CAPTURES = Path(__file__).parent / "data" / "real_captures"
 

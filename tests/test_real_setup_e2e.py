@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import Backend, cli, cli_start, kill_when, write_config
+from contreact.graph.defaults import resolve_host
 from contreact.stub import StubServer
-from graph.defaults import resolve_host
 
 # Host settings as people write them (Ollama's docs, `OLLAMA_HOST` in systemd units and
 # docker-compose files), with what the `ollama` Python client makes of each.
@@ -80,8 +80,8 @@ def test_bare_ollama_host_runs_and_resume_keeps_the_runs_host(
 
 
 def _memory(backend: Backend, run_id: str) -> dict[str, str]:
-    from checkpoints.db import engine_for
-    from tools.memory import memory_snapshot
+    from contreact.checkpoints.db import engine_for
+    from contreact.tools.memory import memory_snapshot
 
     return memory_snapshot(engine_for(backend.storage()), run_id)
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from conftest import Backend, cli, outcome, read_log, write_config
 from contreact.analysis.similarity import lexical_scores
+from contreact.nodes.prompts import REFLECTION_FORMAT_HEADING, SYSTEM_PROMPT
+from contreact.nodes.reflection_format import correction, prose_of
 from contreact.stub import StubServer
-from nodes.prompts import REFLECTION_FORMAT_HEADING, SYSTEM_PROMPT
-from nodes.reflection_format import correction, prose_of
 
 
 def system_prompts(server: StubServer) -> list[str]:

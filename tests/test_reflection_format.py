@@ -13,11 +13,16 @@ import json
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from checkpoints.cycles import Note
+from contreact.checkpoints.cycles import Note
 from contreact.config import REFLECTION_SCHEMA_FILE, ConfigError, parse_config
-from graph.state import Context
-from nodes.prompts import REFLECTION_FORMAT_HEADING, SYSTEM_PROMPT, build_prompt, system_text
-from nodes.reflection_format import Accepted, Rejected, check_reflection, prose_of
+from contreact.graph.state import Context
+from contreact.nodes.prompts import (
+    REFLECTION_FORMAT_HEADING,
+    SYSTEM_PROMPT,
+    build_prompt,
+    system_text,
+)
+from contreact.nodes.reflection_format import Accepted, Rejected, check_reflection, prose_of
 
 SCHEMA = json.loads(REFLECTION_SCHEMA_FILE.read_text(encoding="utf-8"))
 

@@ -24,11 +24,11 @@ from PIL import Image
 from sqlalchemy import update
 from typer.testing import CliRunner
 
-from checkpoints.db import engine_for, runs
-from checkpoints.registry import get_run
 from conftest import IN_CI, Backend, cli
 from contreact.analysis.pei import evaluate
 from contreact.analysis.report import markdown_table
+from contreact.checkpoints.db import engine_for, runs
+from contreact.checkpoints.registry import get_run
 from contreact.cli import app
 from contreact.config import parse_config
 from contreact.evaluate import ask_evaluator

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
-from checkpoints.db import engine_for
-from checkpoints.events import log_path
-from checkpoints.registry import get_run
 from conftest import Backend, cli, scripted_stub
 from contreact.analysis.report import build_report
 from contreact.batch import load_batch
+from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.events import log_path
+from contreact.checkpoints.registry import get_run
 from contreact.config import ConfigError, parse_config
 from contreact.runner import start_run
 from contreact.stub import StubServer

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from conftest import Backend, cli, read_log, scripted_stub, write_config
+from contreact.nodes.context_budget import estimate_tokens
 from contreact.stub import ChatRequest, LooperAgent, Reply, StubServer
-from nodes.context_budget import estimate_tokens
-from tools.registry import TOOLS
+from contreact.tools.registry import TOOLS
 
 
 def native(name: str, **arguments: Any) -> dict[str, Any]:

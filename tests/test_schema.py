@@ -12,7 +12,12 @@ from pathlib import Path
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from checkpoints.db import dispose_engines, engine_for, resolve_storage, schema_fingerprint
+from contreact.checkpoints.db import (
+    dispose_engines,
+    engine_for,
+    resolve_storage,
+    schema_fingerprint,
+)
 
 
 def _statements_while_opening(data_dir: Path) -> list[str]:

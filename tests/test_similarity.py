@@ -19,8 +19,8 @@ from contreact.analysis.similarity import (
     pairwise,
     tokens,
 )
+from contreact.graph.defaults import SIMILARITY_LEXICAL_HIGH, SIMILARITY_LEXICAL_MODERATE
 from contreact.stub import StubServer
-from graph.defaults import SIMILARITY_LEXICAL_HIGH, SIMILARITY_LEXICAL_MODERATE
 
 PLAN = "Lighthouse plan: index every stored key by theme, then link related notes."
 OTHER = "Drafted a haiku about tides: moon pulls water, shoreline breathes, gulls wait."

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from nodes.toolcalls import (
+from contreact.nodes.toolcalls import (
     INTERNAL_ERROR_PREFIX,
     FinalAnswer,
     NoAnswer,

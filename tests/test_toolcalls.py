@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodes.toolcalls import (
+from contreact.nodes.toolcalls import (
     INTERNAL_ERROR_PREFIX,
     FinalAnswer,
     NoAnswer,

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, select
 
-from checkpoints.db import memories, upsert
+from contreact.checkpoints.db import memories, upsert
 
 
 class ToolError(Exception):

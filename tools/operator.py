@@ -14,7 +14,7 @@ from typing import Any
 
 from langgraph.types import interrupt
 
-from tools.memory import ToolError, ToolSession
+from contreact.tools.memory import ToolError, ToolSession
 
 OPERATOR_INTERRUPT = "operator_message"
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from checkpoints.failpoints import tally
-from tools.memory import (
+from contreact.checkpoints.failpoints import tally
+from contreact.tools.memory import (
     ToolError,
     ToolSession,
     delete_memory,
@@ -23,7 +23,7 @@ from tools.memory import (
     search_memory_keys,
     write_memory,
 )
-from tools.operator import send_message_to_operator
+from contreact.tools.operator import send_message_to_operator
 
 ToolFunction = Callable[..., str]
 

@@ -15,10 +15,10 @@ from typing import Any, TextIO
 
 from sqlalchemy import Engine
 
-from checkpoints.events import read_events
-from checkpoints.registry import get_run
 from contreact.analysis.metrics import cycle_table
 from contreact.analysis.runs import AnalysisInputError
+from contreact.checkpoints.events import read_events
+from contreact.checkpoints.registry import get_run
 from contreact.terminal_text import visible
 
 FORMATS = ("jsonl", "csv")

@@ -15,8 +15,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from checkpoints.events import read_events
-from checkpoints.registry import RunRecord
+from contreact.checkpoints.events import read_events
+from contreact.checkpoints.registry import RunRecord
 
 __all__ = ["FormatHealth", "format_health", "run_health"]
 

@@ -18,11 +18,11 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from checkpoints.cycles import CycleRecord, cycle_records
-from checkpoints.events import LlmInvocation
-from checkpoints.registry import RunRecord
 from contreact.analysis.runs import events_of_type
-from tools.registry import MEMORY_TOOLS, OPERATOR_TOOL
+from contreact.checkpoints.cycles import CycleRecord, cycle_records
+from contreact.checkpoints.events import LlmInvocation
+from contreact.checkpoints.registry import RunRecord
+from contreact.tools.registry import MEMORY_TOOLS, OPERATOR_TOOL
 
 TABLE1: tuple[tuple[str, str], ...] = (
     ("memory_tool_ops", "Memory tool ops"),

@@ -38,16 +38,16 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from sqlalchemy import Engine, select
 
-from checkpoints.cycles import cycle_records
-from checkpoints.db import Storage, engine_for, upsert
-from checkpoints.db import pei as pei_results
-from checkpoints.events import utc_now
-from checkpoints.registry import RUN_ID_PATTERN, RunRecord
 from contreact.analysis.agreement import Agreement, icc_a1, kendalls_w
 from contreact.analysis.runs import AnalysisInputError, events_of_type
-from graph.defaults import PEI_NUM_CTX
-from nodes.context_budget import message_tokens
-from nodes.toolcalls import strip_thinking
+from contreact.checkpoints.cycles import cycle_records
+from contreact.checkpoints.db import Storage, engine_for, upsert
+from contreact.checkpoints.db import pei as pei_results
+from contreact.checkpoints.events import utc_now
+from contreact.checkpoints.registry import RUN_ID_PATTERN, RunRecord
+from contreact.graph.defaults import PEI_NUM_CTX
+from contreact.nodes.context_budget import message_tokens
+from contreact.nodes.toolcalls import strip_thinking
 
 INSTRUMENT_FILE = Path(__file__).resolve().parent.parent / "data" / "pei_instrument.txt"
 

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from graph import defaults as d
+from contreact.graph import defaults as d
 
 Level = Literal["none", "moderate", "high"]
 

@@ -24,8 +24,8 @@ from rich.console import Console
 from contreact.terminal_text import visible
 
 if TYPE_CHECKING:
-    from checkpoints.db import Storage
-    from checkpoints.storage_faults import StorageFault
+    from contreact.checkpoints.db import Storage
+    from contreact.checkpoints.storage_faults import StorageFault
     from contreact.runner import RunOutcome
 
 app = typer.Typer(
@@ -86,9 +86,9 @@ def explain(exc: Exception) -> tuple[str, int] | None:
     """The line and exit code for an error a user can act on (None: an unexpected one)."""
     if isinstance(exc, BadInputError) or _is(exc, "contreact.config", "ConfigError"):
         return str(exc), 2
-    if _is(exc, "checkpoints.run_record", "RunExistsError"):
+    if _is(exc, "contreact.checkpoints.run_record", "RunExistsError"):
         return f"run {exc} already exists; continue it with `contreact resume {exc}`", 2
-    if _is(exc, "checkpoints.run_record", "RunNotFoundError"):
+    if _is(exc, "contreact.checkpoints.run_record", "RunNotFoundError"):
         return f"no run named {exc} in {storage().data_dir} (see `contreact list`)", 2
     if _is(exc, "contreact.errors", "RunAlreadyCompletedError"):
         return (
@@ -137,9 +137,9 @@ def guarded(action: Callable[[], T]) -> T:
 
 def _storage_fault(exc: Exception) -> StorageFault | None:
     """`exc` as a one-line database or disk fault, if it is one."""
-    if _is(exc, "checkpoints.storage_faults", "StorageFault"):
+    if _is(exc, "contreact.checkpoints.storage_faults", "StorageFault"):
         return exc  # type: ignore[return-value]
-    from checkpoints.db import fault_of
+    from contreact.checkpoints.db import fault_of
 
     try:
         return fault_of(storage(), exc)
@@ -149,7 +149,7 @@ def _storage_fault(exc: Exception) -> StorageFault | None:
 
 def storage(config_dir: str | None = None, config_url: str | None = None) -> Storage:
     """The storage chosen by flags, then the config, then CONTREACT_HOME / ./runs."""
-    from checkpoints.db import resolve_storage
+    from contreact.checkpoints.db import resolve_storage
 
     try:
         return resolve_storage(OPTIONS.data_dir or config_dir, OPTIONS.db_url or config_url)

@@ -134,8 +134,8 @@ def _summary(results: list[Any]) -> None:
 
 
 def _status(name: str, as_json: bool) -> None:
-    from checkpoints.db import engine_for
     from contreact.batch_watch import BatchWatch
+    from contreact.checkpoints.db import engine_for
 
     watch = BatchWatch.of_batch(engine_for(storage()), name)
     if not watch.views:
@@ -186,9 +186,9 @@ def batch(
             return
         if config is None:
             raise BadInputError("give a batch CONFIG to run, or --status NAME to look at one")
-        from checkpoints.db import engine_for
         from contreact.batch import BatchRunner, load_batch
         from contreact.batch_watch import BatchWatch
+        from contreact.checkpoints.db import engine_for
 
         spec = load_batch(config)
         if parallel is not None and parallel < 1:

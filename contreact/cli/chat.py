@@ -77,8 +77,8 @@ def chat(
     """Chat with a tasked agent; `exit`, Ctrl-D or Ctrl-C leave, `--resume` continues later."""
 
     def body() -> None:
-        from checkpoints.db import engine_for
-        from checkpoints.registry import get_run
+        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.registry import get_run
         from contreact.runner import resume_run, start_run
 
         where = storage()

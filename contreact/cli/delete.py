@@ -18,9 +18,9 @@ def delete(
     """Delete RUN: registry, checkpoints, memory, journal, events, cycles and log files."""
 
     def body() -> None:
-        from checkpoints.db import engine_for
-        from checkpoints.deletion import RunIsLiveError, delete_run
-        from checkpoints.registry import get_run
+        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.deletion import RunIsLiveError, delete_run
+        from contreact.checkpoints.registry import get_run
 
         where = storage()
         record = get_run(engine_for(where), run_id)

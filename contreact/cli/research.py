@@ -63,7 +63,6 @@ def pei(
     and the PEI question, with no tools; the level is parsed and stored. Running it again
     reuses stored ratings. `pei --set RUN EVALUATOR LEVEL` records a level by hand.
     """
-    from checkpoints.db import engine_for
     from contreact.analysis.agreement import describe
     from contreact.analysis.pei import (
         PeiFailure,
@@ -73,6 +72,7 @@ def pei(
     )
     from contreact.analysis.pei import set_level as record_level
     from contreact.analysis.runs import select_runs
+    from contreact.checkpoints.db import engine_for
     from contreact.evaluate import ask_evaluator
 
     def manual() -> None:
@@ -169,9 +169,9 @@ def report(
     ] = False,
 ) -> None:
     """Write tables (CSV, Markdown), plots (PNG) and one self-contained HTML report."""
-    from checkpoints.db import engine_for
     from contreact.analysis.report import build_report
     from contreact.analysis.runs import select_runs
+    from contreact.checkpoints.db import engine_for
 
     def body() -> None:
         where = storage()
@@ -204,8 +204,8 @@ def export(
     ] = None,
 ) -> None:
     """Export a run: its event log as JSON lines, or its cycles as CSV."""
-    from checkpoints.db import engine_for
     from contreact.analysis.export import export_run
+    from contreact.checkpoints.db import engine_for
 
     def body() -> None:
         engine = engine_for(storage())

@@ -15,7 +15,7 @@ from contreact.cli.output import emit_json, emit_table
 from contreact.terminal_text import visible
 
 if TYPE_CHECKING:
-    from checkpoints.run_record import RunRecord
+    from contreact.checkpoints.run_record import RunRecord
 
 # The engine, the config model and the database layer are imported inside each command:
 # `list` and `status` must start fast (see contreact/cli/app.py).
@@ -56,8 +56,8 @@ def run(
 
 def _refuse_existing(data_dir: str | None, url: str | None, run_id: str) -> None:
     """Raise `RunExistsError` before anything is announced (quickly, on SQLite)."""
-    from checkpoints import peek
-    from checkpoints.run_record import RunExistsError, RunNotFoundError
+    from contreact.checkpoints import peek
+    from contreact.checkpoints.run_record import RunExistsError, RunNotFoundError
 
     folder = peek.sqlite_folder(OPTIONS.data_dir or data_dir, OPTIONS.db_url or url)
     try:
@@ -67,8 +67,8 @@ def _refuse_existing(data_dir: str | None, url: str | None, run_id: str) -> None
     except RunNotFoundError:
         return
     except peek.Unreadable:
-        from checkpoints.db import engine_for
-        from checkpoints.registry import get_run
+        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.registry import get_run
 
         try:
             get_run(engine_for(storage(data_dir, url)), run_id)
@@ -114,7 +114,7 @@ def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int
     which keeps `list` and `status` clear of SQLAlchemy's import time; anything else, or a
     database that read cannot take, goes through the registry.
     """
-    from checkpoints import peek
+    from contreact.checkpoints import peek
 
     folder = peek.sqlite_folder(OPTIONS.data_dir, OPTIONS.db_url)
     if folder is not None:
@@ -122,9 +122,9 @@ def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int
             return peek.read_runs(folder, run_id), peek.cycle_counts(folder, run_id), folder
         except peek.Unreadable:
             pass
-    from checkpoints.cycles import cycle_records
-    from checkpoints.db import engine_for
-    from checkpoints.registry import get_run, list_runs
+    from contreact.checkpoints.cycles import cycle_records
+    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.registry import get_run, list_runs
 
     where = storage()
     engine = engine_for(where)
@@ -232,9 +232,9 @@ def show(
     """Show a run's reflections and metrics, cycle by cycle."""
 
     def body() -> None:
-        from checkpoints.cycles import cycle_records
-        from checkpoints.db import engine_for
-        from checkpoints.registry import get_run
+        from contreact.checkpoints.cycles import cycle_records
+        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.registry import get_run
 
         engine = engine_for(storage())
         get_run(engine, run_id)
@@ -269,9 +269,9 @@ def memory(
     """Show a run's memory."""
 
     def body() -> None:
-        from checkpoints.db import engine_for
-        from checkpoints.registry import get_run
-        from tools.memory import memory_snapshot
+        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.registry import get_run
+        from contreact.tools.memory import memory_snapshot
 
         engine = engine_for(storage())
         get_run(engine, run_id)
@@ -425,7 +425,7 @@ def doctor(
     def body() -> None:
         from contreact.config import load_config
         from contreact.doctor import run_checks
-        from graph.defaults import DEFAULT_MODEL, TOOL_MODE, default_ollama_host
+        from contreact.graph.defaults import DEFAULT_MODEL, TOOL_MODE, default_ollama_host
 
         cfg = load_config(config, {"model": model, "host": host}) if config else None
         where = storage(cfg.storage.data_dir, cfg.storage.url) if cfg else storage()

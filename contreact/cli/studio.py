@@ -150,7 +150,7 @@ def graph_command(
 
     def body() -> None:
         # Imported here: compiling the graph is the command's work, not the CLI's start-up.
-        from graph import graph as agent_graph
+        from contreact.graph import graph as agent_graph
 
         drawable = agent_graph.get_graph()
         if fmt is GraphFormat.png:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from contreact.nodes import context_budget
 from contreact.stub.embedding import embed_text
-from nodes import context_budget
 
 __all__ = [
     "CHAT_CAPABILITIES",

@@ -26,15 +26,15 @@ Modules: ``outcomes`` (what is returned), ``parser`` (the entry point and layer 
 sent back to the model), ``text`` (small helpers).
 """
 
-from nodes.toolcalls.coercion import coerce_arguments
-from nodes.toolcalls.feedback import (
+from contreact.nodes.toolcalls.coercion import coerce_arguments
+from contreact.nodes.toolcalls.feedback import (
     echo_feedback,
     empty_feedback,
     malformed_feedback,
     markup_feedback,
     server_parse_error,
 )
-from nodes.toolcalls.outcomes import (
+from contreact.nodes.toolcalls.outcomes import (
     INTERNAL_ERROR_PREFIX,
     FinalAnswer,
     Layer,
@@ -45,8 +45,8 @@ from nodes.toolcalls.outcomes import (
     ToolCalls,
     ToolSchemas,
 )
-from nodes.toolcalls.parser import call_signature, parse_response
-from nodes.toolcalls.thinking import strip_thinking
+from contreact.nodes.toolcalls.parser import call_signature, parse_response
+from contreact.nodes.toolcalls.thinking import strip_thinking
 
 __all__ = [
     "INTERNAL_ERROR_PREFIX",

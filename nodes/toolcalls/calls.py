@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nodes.toolcalls.coercion import coerce_arguments, describe_params
-from nodes.toolcalls.feedback import unknown_tool_error
-from nodes.toolcalls.outcomes import ParsedCall, ToolSchemas
-from nodes.toolcalls.text import (
+from contreact.nodes.toolcalls.coercion import coerce_arguments, describe_params
+from contreact.nodes.toolcalls.feedback import unknown_tool_error
+from contreact.nodes.toolcalls.outcomes import ParsedCall, ToolSchemas
+from contreact.nodes.toolcalls.text import (
     DECODER,
     compact_json,
     json_error,

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodes.toolcalls.text import compact_json, json_type_name, preview, preview_value
+from contreact.nodes.toolcalls.text import compact_json, json_type_name, preview, preview_value
 
 _INT_TEXT = re.compile(r"[+-]?\d+")
 _NUMBER_TEXT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")

@@ -10,8 +10,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from nodes.toolcalls.outcomes import NoAnswer, ToolSchemas
-from nodes.toolcalls.text import preview
+from contreact.nodes.toolcalls.outcomes import NoAnswer, ToolSchemas
+from contreact.nodes.toolcalls.text import preview
 
 __all__ = [
     "describe_tools",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from nodes.toolcalls.layers.json_objects import code_blocks, inside
+from contreact.nodes.toolcalls.layers.json_objects import code_blocks, inside
 
 # Each pattern is a literal-led token or tag: no nested quantifiers, so no backtracking.
 _MARKUP = re.compile(

@@ -17,21 +17,25 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from nodes.toolcalls.calls import Attempt
-from nodes.toolcalls.feedback import (
+from contreact.nodes.toolcalls.calls import Attempt
+from contreact.nodes.toolcalls.feedback import (
     echo_feedback,
     empty_feedback,
     malformed_feedback,
     markup_feedback,
 )
-from nodes.toolcalls.layers.dialects import dialect_spans
-from nodes.toolcalls.layers.harmony import unwrap_harmony
-from nodes.toolcalls.layers.json_objects import final_action_input, program_blocks, scan_json
-from nodes.toolcalls.layers.native import native_calls as read_native_calls
-from nodes.toolcalls.layers.react import final_answer_text, scan_react
-from nodes.toolcalls.layers.tags import scan_tool_call_blocks, tool_call_blocks
-from nodes.toolcalls.markup import find_markup
-from nodes.toolcalls.outcomes import (
+from contreact.nodes.toolcalls.layers.dialects import dialect_spans
+from contreact.nodes.toolcalls.layers.harmony import unwrap_harmony
+from contreact.nodes.toolcalls.layers.json_objects import (
+    final_action_input,
+    program_blocks,
+    scan_json,
+)
+from contreact.nodes.toolcalls.layers.native import native_calls as read_native_calls
+from contreact.nodes.toolcalls.layers.react import final_answer_text, scan_react
+from contreact.nodes.toolcalls.layers.tags import scan_tool_call_blocks, tool_call_blocks
+from contreact.nodes.toolcalls.markup import find_markup
+from contreact.nodes.toolcalls.outcomes import (
     INTERNAL_ERROR_PREFIX,
     FinalAnswer,
     Layer,
@@ -41,9 +45,9 @@ from nodes.toolcalls.outcomes import (
     ToolCalls,
     ToolSchemas,
 )
-from nodes.toolcalls.placeholders import is_echoed_call
-from nodes.toolcalls.text import content_text, mask, preview, strip_fences, unique
-from nodes.toolcalls.thinking import strip_thinking
+from contreact.nodes.toolcalls.placeholders import is_echoed_call
+from contreact.nodes.toolcalls.text import content_text, mask, preview, strip_fences, unique
+from contreact.nodes.toolcalls.thinking import strip_thinking
 
 _FINAL_TAG = re.compile(r"<final_answer>(.*?)(?:</final_answer>|\Z)", re.S)
 # Wrappers around an answer that are no part of it: Command R7B's response tokens and

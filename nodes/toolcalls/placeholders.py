@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nodes.toolcalls.outcomes import ParsedCall, ToolSchemas
+from contreact.nodes.toolcalls.outcomes import ParsedCall, ToolSchemas
 
 # A name wrapped like a template slot: <name>, {tool_name}, [tool], <tool name>.
 _SLOT = re.compile(r"[<{\[][^<>{}\[\]\n]{1,60}[>}\]]")

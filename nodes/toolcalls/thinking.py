@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from nodes.toolcalls.text import content_text
+from contreact.nodes.toolcalls.text import content_text
 
 _THINK_TAG = re.compile(
     r"<(?P<close>/?)(?:think|thinking|seed:think)\s*>|<\|(?P<token>START|END)_THINKING\|>",

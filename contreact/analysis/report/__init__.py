@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checkpoints.db import Storage
-from checkpoints.registry import RunRecord
 from contreact.analysis.export import columns_of, write_csv
 from contreact.analysis.report.collect import ReportData, RunData, collect
 from contreact.analysis.report.plots import plot_cycles, plot_pei, plot_similarity
 from contreact.analysis.report.render import render_html, render_markdown
 from contreact.analysis.report.tables import markdown_table, model_rows, run_rows, whole
+from contreact.checkpoints.db import Storage
+from contreact.checkpoints.registry import RunRecord
 
 __all__ = [
     "ReportData",

@@ -11,9 +11,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from checkpoints.cycles import cycle_records
-from checkpoints.db import Storage, engine_for
-from checkpoints.registry import RunRecord
 from contreact.analysis.format_health import FormatHealth, format_health
 from contreact.analysis.metrics import (
     ModelSummary,
@@ -25,6 +22,9 @@ from contreact.analysis.metrics import (
 from contreact.analysis.pei import PeiMatrix, PeiResult, build_matrix, stored_results
 from contreact.analysis.report.methods import Methods, collect_methods, replicate_of
 from contreact.analysis.similarity import PairwiseSimilarity, pairwise
+from contreact.checkpoints.cycles import cycle_records
+from contreact.checkpoints.db import Storage, engine_for
+from contreact.checkpoints.registry import RunRecord
 
 EMBED_TIMEOUT_S = 10.0
 

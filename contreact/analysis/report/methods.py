@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine
 
-from checkpoints.registry import RunRecord
 from contreact.analysis.runs import events_of_type
+from contreact.checkpoints.registry import RunRecord
 
 HOST_TIMEOUT_S = 3.0
 UNAVAILABLE = "unavailable"

@@ -12,7 +12,7 @@ from contreact.analysis.metrics import EXTRAS, TABLE1, TABLE1_KEYS, format_mean_
 from contreact.analysis.pei import PeiMatrix, PeiResult
 from contreact.analysis.report.collect import ReportData, RunData
 from contreact.analysis.report.methods import Methods
-from nodes.reflection_format import fields_of
+from contreact.nodes.reflection_format import fields_of
 
 MARKDOWN_CYCLE_COLUMNS = (
     "run_id",

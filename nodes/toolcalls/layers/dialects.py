@@ -23,11 +23,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from nodes.toolcalls.calls import Attempt, broken, build_call, call_from_input, known
-from nodes.toolcalls.layers.pythonic import Span, read_pythonic
-from nodes.toolcalls.layers.tags import function_tag_calls
-from nodes.toolcalls.outcomes import ToolSchemas
-from nodes.toolcalls.text import DECODER, json_error, preview, strip_fences
+from contreact.nodes.toolcalls.calls import Attempt, broken, build_call, call_from_input, known
+from contreact.nodes.toolcalls.layers.pythonic import Span, read_pythonic
+from contreact.nodes.toolcalls.layers.tags import function_tag_calls
+from contreact.nodes.toolcalls.outcomes import ToolSchemas
+from contreact.nodes.toolcalls.text import DECODER, json_error, preview, strip_fences
 
 _NAME = re.compile(r"[ \t]*([^\W\d][\w.\-]*)")
 _MAX_SPANS = 256

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nodes.toolcalls.calls import Attempt
-from nodes.toolcalls.layers.dialects import json_call
-from nodes.toolcalls.outcomes import ToolSchemas
+from contreact.nodes.toolcalls.calls import Attempt
+from contreact.nodes.toolcalls.layers.dialects import json_call
+from contreact.nodes.toolcalls.outcomes import ToolSchemas
 
 _MESSAGE = re.compile(r"<\|message\|>")
 _STOP = re.compile(r"<\|(?:end|call|return|start)\|>")

@@ -16,9 +16,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodes.toolcalls.calls import Attempt, broken, build_call, call_from_input, known
-from nodes.toolcalls.outcomes import ToolSchemas
-from nodes.toolcalls.text import DECODER, json_error
+from contreact.nodes.toolcalls.calls import Attempt, broken, build_call, call_from_input, known
+from contreact.nodes.toolcalls.outcomes import ToolSchemas
+from contreact.nodes.toolcalls.text import DECODER, json_error
 
 MAX_NESTED_SEARCH = 8  # how deep to look for call objects wrapped in other JSON
 FINAL_ACTIONS = frozenset({"final answer", "final_answer", "finalanswer", "finish"})

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nodes.toolcalls.calls import build_call
-from nodes.toolcalls.feedback import unknown_tool_error
-from nodes.toolcalls.outcomes import ParsedCall, ToolSchemas
+from contreact.nodes.toolcalls.calls import build_call
+from contreact.nodes.toolcalls.feedback import unknown_tool_error
+from contreact.nodes.toolcalls.outcomes import ParsedCall, ToolSchemas
 
 
 def native_calls(native_calls: Any, schemas: ToolSchemas) -> list[ParsedCall]:

@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nodes.toolcalls.calls import Attempt, broken, build_call, known
-from nodes.toolcalls.outcomes import ParsedCall, ToolSchemas
+from contreact.nodes.toolcalls.calls import Attempt, broken, build_call, known
+from contreact.nodes.toolcalls.outcomes import ParsedCall, ToolSchemas
 
 Span = tuple[int, int, list[Attempt]]
 

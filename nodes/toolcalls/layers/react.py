@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from nodes.toolcalls.calls import Attempt, broken, build_call, call_from_input, known
-from nodes.toolcalls.outcomes import ToolSchemas
-from nodes.toolcalls.placeholders import is_placeholder_name
-from nodes.toolcalls.text import preview, unquote
+from contreact.nodes.toolcalls.calls import Attempt, broken, build_call, call_from_input, known
+from contreact.nodes.toolcalls.outcomes import ToolSchemas
+from contreact.nodes.toolcalls.placeholders import is_placeholder_name
+from contreact.nodes.toolcalls.text import preview, unquote
 
 # All anchored at a line start (used with .match on one line). Optional groups start
 # with a mandatory character so that no two adjacent quantifiers compete for the same

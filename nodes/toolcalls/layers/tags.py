@@ -14,10 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodes.toolcalls.calls import Attempt, broken, build_call
-from nodes.toolcalls.layers.json_objects import scan_json
-from nodes.toolcalls.outcomes import ToolSchemas
-from nodes.toolcalls.text import DECODER, json_error, preview, strip_fences, trim_one_newline
+from contreact.nodes.toolcalls.calls import Attempt, broken, build_call
+from contreact.nodes.toolcalls.layers.json_objects import scan_json
+from contreact.nodes.toolcalls.outcomes import ToolSchemas
+from contreact.nodes.toolcalls.text import (
+    DECODER,
+    json_error,
+    preview,
+    strip_fences,
+    trim_one_newline,
+)
 
 _TOOL_CALL_TAG = re.compile(r"<(/?)(?:seed:)?tool_call\s*>", re.IGNORECASE)
 _FUNCTION_TAG = re.compile(r"<function=([^>\s]+)\s*>")

@@ -1,0 +1,62 @@
+"""An installed contreact adds one name to site-packages: `contreact`.
+
+The repository keeps its top-level folders (`graph/`, `nodes/`, `tools/`, `checkpoints/`),
+but installed they live under the `contreact` namespace (`contreact/graph` and the others
+are links to them), so they never collide with a user's own `graph` or `tools` module.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("contreact-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {
+        "contreact",
+        wheel.name.split("-py")[0] + ".dist-info",
+    }
+    for package in ("graph", "nodes", "tools", "checkpoints"):
+        assert f"contreact/{package}/__init__.py" in names
+        # The repository's own folder is what gets installed, file for file.
+        ours = {p.name for p in (ROOT / package).glob("*.py")}
+        assert ours <= {Path(n).name for n in names if n.startswith(f"contreact/{package}/")}
+
+
+def test_the_generic_names_are_not_importable_from_an_install() -> None:
+    probe = (
+        "import importlib.util as u; "
+        "print([n for n in ('graph', 'nodes', 'tools', 'checkpoints') if u.find_spec(n)])"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd="/", timeout=60
+    )
+    assert found.stdout.strip() == "[]", found.stdout + found.stderr
