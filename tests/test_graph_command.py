@@ -17,7 +17,7 @@ import pytest
 from langchain_core.runnables.graph import Graph
 
 from conftest import Backend, cli, cli_env
-from contreact.cli.studio import draw_ascii, plain_ascii
+from contreact.cli.graph import draw_ascii, plain_ascii
 
 NODES = {"assemble", "invoke", "parse", "dispatch", "reflect"}
 FIXED = {

@@ -12,11 +12,11 @@ from contreact.cli import (  # noqa: F401 - each module registers its commands
     batch,
     chat,
     delete,
+    graph,
     operator,
     research,
     runs,
     stub,
-    studio,
 )
 from contreact.cli.app import app
 

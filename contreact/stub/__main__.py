@@ -100,6 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"stub: {exc}", file=sys.stderr)
         return 2
+    return serve_until_signal(server)
+
+
+def serve_until_signal(server: StubServer) -> int:
+    """Print `STUB READY <url>` and serve until SIGTERM or SIGINT; then stop, and return 0."""
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:

@@ -23,7 +23,6 @@ import importlib
 import importlib.util
 import os
 import random
-import signal
 import sys
 import threading
 import time
@@ -31,7 +30,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from contreact.stub.chat_templates import STOP_STRINGS, TEMPLATE_SOURCES, Family, render
@@ -464,17 +462,6 @@ def serve_real(
     except (MissingExtraError, FileNotFoundError, OSError, ValueError) as exc:
         print(f"stub: {exc}", file=sys.stderr)
         return 2
-    stop = threading.Event()
+    from contreact.stub.__main__ import serve_until_signal
 
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    print(f"STUB READY {server.url}", flush=True)
-    try:
-        while not stop.wait(0.2):
-            pass
-    finally:
-        server.stop()
-    return 0
+    return serve_until_signal(server)
