@@ -247,6 +247,11 @@ def _tune_sqlite(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+_prepared: set[str] = set()
+"""The SQLite files this process has checked or created (see `prepare_sqlite_file`)."""
+_prepared_lock = threading.Lock()
+
+
 def prepare_sqlite_file(path: Path) -> None:
     """Create the SQLite file (owner-only, with a valid header) or check the existing one.
 
@@ -255,11 +260,26 @@ def prepare_sqlite_file(path: Path) -> None:
     empty: an empty one was truncated, and `check_sqlite_file` says so instead of
     letting SQLite take it for a new database.
 
+    Checked once per process, before its first connection: closing any other file
+    descriptor of a SQLite file drops every POSIX lock the process holds on it, and a
+    process whose connections lost their locks looks gone to the others, one of which
+    then deletes the write-ahead log the first is still writing to (its commits vanish).
+
     Raises:
         StorageFault: The existing file is empty, foreign or truncated.
     """
+    key = str(path.resolve())
+    with _prepared_lock:
+        if key in _prepared:
+            return
+        _prepared.add(key)
     if path.exists():
-        check_sqlite_file(path)
+        try:
+            check_sqlite_file(path)
+        except StorageFault:
+            with _prepared_lock:
+                _prepared.discard(key)
+            raise
         return
     private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")

@@ -11,7 +11,10 @@ resumes they equal the uninterrupted run's plus only what was in flight at a kil
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +126,45 @@ def test_resume_before_first_checkpoint_starts_fresh(
         result = cli(backend, "resume", "early")
     assert result.returncode == 0, result.stderr
     assert [e["event_type"] for e in read_log(backend, "early")].count("RUN_START") == 1
+
+
+def test_a_reader_closing_the_database_never_takes_a_running_runs_commits(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    """A reader that opens and closes the SQLite file while a run is driven sees its commits.
+
+    (`status`, a notebook, a backup.) Nor may it delete the write-ahead log the run writes
+    to, which SQLite does when it thinks itself the last connection: a kill after that
+    would lose every commit since.
+    """
+    backend = sqlite_backend
+    with StubServer().start() as server:
+        config = write_config(
+            tmp_path / "c.yaml", backend, run_id="seen", cycles=3, ollama={"host": server.url}
+        )
+        # Five answers at once, then the sixth call is held while we look.
+        server.add_faults(
+            *[{"kind": "delay", "seconds": 0.01}] * 5, {"kind": "delay", "seconds": 60}
+        )
+        proc = cli_start(backend, "run", str(config))
+        deadline = time.monotonic() + 60
+        while len(server.requests()) < 6 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(server.requests()) == 6, "the run never reached its sixth model call"
+        db = backend.storage().sqlite_path
+        with closing(sqlite3.connect(db)) as reader:
+            (seen,) = reader.execute(
+                "SELECT count(*) FROM contreact_events WHERE run_id = 'seen'"
+            ).fetchone()
+        logged = len(read_log(backend, "seen"))
+        assert seen == logged > 5, (seen, logged)
+        # The run's own connections still hold their locks: its log was not checkpointed away.
+        assert Path(f"{db}-wal").exists()
+        kill_when(proc, lambda: True)
+        server.reset(faults=True)
+        with closing(sqlite3.connect(db)) as reader:
+            (kept,) = reader.execute(
+                "SELECT count(*) FROM contreact_events WHERE run_id = 'seen'"
+            ).fetchone()
+        assert kept >= seen
+        assert cli(backend, "resume", "seen").returncode == 0
