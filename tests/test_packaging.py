@@ -7,6 +7,7 @@ are links to them), so they never collide with a user's own `graph` or `tools` m
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,6 +20,24 @@ from conftest import ROOT
 
 @pytest.mark.slow
 def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
+    # Built from a copy of what git tracks (links kept as links), as a clean clone would
+    # be: an in-tree build leaves build/ behind, whose stale files a later wheel would ship.
+    source = tmp_path / "src"
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for name in listed:
+        origin, copy = ROOT / name, source / name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if origin.is_symlink():
+            copy.symlink_to(origin.readlink())
+        elif origin.is_file():
+            shutil.copy2(origin, copy)
+    wheels = tmp_path / "wheels"
     built = subprocess.run(
         [
             sys.executable,
@@ -30,15 +49,15 @@ def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
             "--no-build-isolation",
             "--disable-pip-version-check",
             "-w",
-            str(tmp_path),
-            str(ROOT),
+            str(wheels),
+            str(source),
         ],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert built.returncode == 0, built.stderr
-    (wheel,) = tmp_path.glob("contreact-*.whl")
+    (wheel,) = wheels.glob("contreact-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {
         "contreact",
