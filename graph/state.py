@@ -12,6 +12,7 @@ so a growing list here would make storage per cycle grow with the run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Annotated, Any, Literal
@@ -144,9 +145,34 @@ class RunInput(TypedDict, total=False):
     """A user task (tasked mode); leave empty for a task-free run."""
 
 
-def fresh_cycle(
-    cycle: int, advisory: str | None = None, opening: str | None = None
-) -> dict[str, Any]:
+class StateUpdate(TypedDict, total=False):
+    """What a node may return: any subset of `AgentState`'s fields, typed as they are there.
+
+    `messages` is appended to (`add_messages`; a `RemoveMessage` clears the list); every
+    other field is replaced.
+    """
+
+    run_id: str
+    lineage: str
+    task: str | None
+    tool_mode: Literal["", "native", "text"]
+    last_cycle: int
+    cycle: int
+    opening: str | None
+    messages: Sequence[AnyMessage | RemoveMessage]
+    reflections_from: int
+    pending: list[PendingCall]
+    outcome: Outcome
+    final_text: str
+    flags: list[str]
+    stats: CycleStats
+    call_counts: dict[str, int]
+    advisory: str | None
+    cycle_started: float
+    status: GraphStatus
+
+
+def fresh_cycle(cycle: int, advisory: str | None = None, opening: str | None = None) -> StateUpdate:
     """The state update that starts `cycle`: messages and counters reset."""
     return {
         "cycle": cycle,

@@ -21,7 +21,7 @@ from langgraph.runtime import Runtime
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import Note, earlier_notes
 from contreact.checkpoints.events import ContextTrim, CycleStart, Event, RunStart
-from contreact.graph.state import AgentState, Context
+from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.budgets import tools_offered
 from contreact.nodes.context_budget import estimate_tokens, fit_reflections, plan_trim
 from contreact.nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
@@ -66,12 +66,12 @@ TOOLS_TOKENS = estimate_tokens(json.dumps(TOOL_SCHEMAS))
 
 
 @on_lineage
-def assemble(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Open the cycle (first step) or trim the cycle to the context budget (later steps)."""
     ctx = runtime.context
     ledger = ledger_of(state, ctx)
     cycle = state.cycle
-    update: dict[str, Any] = {}
+    update: StateUpdate = {}
     messages = list(state.messages)
     tool_mode, decided = state.tool_mode, None
     if not tool_mode:

@@ -23,7 +23,7 @@ from contreact.checkpoints import keys
 from contreact.checkpoints.db import events
 from contreact.checkpoints.events import Error, Event, OperatorMessage, ToolCall
 from contreact.checkpoints.journal import Ledger
-from contreact.graph.state import AgentState, Context, CycleStats, PendingCall
+from contreact.graph.state import AgentState, Context, CycleStats, PendingCall, StateUpdate
 from contreact.nodes.budgets import refusal, truncate_output
 from contreact.nodes.session import ledger_of
 from contreact.nodes.session import step as on_lineage
@@ -180,7 +180,7 @@ def _failure(
 
 
 @on_lineage
-def dispatch(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+def dispatch(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Run the pending calls; return one ToolMessage per call and the updated counters."""
     ctx = runtime.context
     ledger = ledger_of(state, ctx)

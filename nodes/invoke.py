@@ -23,7 +23,7 @@ from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import earlier_notes
 from contreact.checkpoints.events import Error, Event, LlmInvocation, count_events
 from contreact.checkpoints.journal import Ledger
-from contreact.graph.state import AgentState, Context
+from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.answer_health import answer_flags
 from contreact.nodes.assemble import prompt_of
 from contreact.nodes.budgets import tools_offered
@@ -192,7 +192,7 @@ def ai_message(record: dict[str, Any], cycle: int, step: int) -> AIMessage:
 
 
 @step
-def invoke(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+def invoke(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Call the model on the assembled prompt (or replay the journaled answer)."""
     ctx = runtime.context
     ledger = ledger_of(state, ctx)
@@ -206,7 +206,7 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     record = ledger.once(key, cycle, act)
     message = ai_message(record, cycle, step_no)
     stats = state.stats
-    update: dict[str, Any] = {}
+    update: StateUpdate = {}
     if record.get("tool_mode") and record["tool_mode"] != state.tool_mode:
         update["tool_mode"] = record["tool_mode"]
     return {

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.events import Event, ParseFailure
-from contreact.graph.state import AgentState, Context, CycleStats, PendingCall
+from contreact.graph.state import AgentState, Context, CycleStats, PendingCall, StateUpdate
 from contreact.nodes.answer_health import (
     ECHO_FLAG,
     INVENTED_TURN_FLAG,
@@ -65,7 +64,7 @@ def _record_failure(state: AgentState, ctx: Context, step: int, outcome: NoAnswe
     return list(state.flags)
 
 
-def _close(text: str, stats: CycleStats, *flags: str) -> dict[str, Any]:
+def _close(text: str, stats: CycleStats, *flags: str) -> StateUpdate:
     """End the cycle with `text` as its reflection; an empty one is flagged."""
     marks = list(flags)
     if not text:
@@ -73,7 +72,7 @@ def _close(text: str, stats: CycleStats, *flags: str) -> dict[str, Any]:
     return {"outcome": "final", "final_text": text, "flags": marks, "pending": [], "stats": stats}
 
 
-def _correct(feedback: str, message_id: str, stats: CycleStats) -> dict[str, Any]:
+def _correct(feedback: str, message_id: str, stats: CycleStats) -> StateUpdate:
     """A corrective user turn after output that cannot be used; it counts as an error."""
     return {
         "outcome": "retry",
@@ -84,7 +83,7 @@ def _correct(feedback: str, message_id: str, stats: CycleStats) -> dict[str, Any
 
 
 @on_lineage
-def parse(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+def parse(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Cut invented turns, route the answer, and flag a truncated or echoed reflection."""
     message = state.messages[-1] if state.messages else None
     found: list[str] = []
@@ -120,7 +119,7 @@ def _echo_sources(state: AgentState) -> list[str]:
     return [system_text([], task=state.task, text_tools=state.tool_mode == "text"), *earlier]
 
 
-def _route(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+def _route(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Classify the last model message and route the cycle accordingly."""
     ctx = runtime.context
     message = state.messages[-1] if state.messages else None
@@ -165,7 +164,7 @@ def _route(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
             pending.append(
                 PendingCall(id=keys.call_id(cycle, step, i), name=c.name, args=args, error=c.error)
             )
-        update: dict[str, Any] = {"outcome": "calls", "pending": pending, "stats": stats}
+        update: StateUpdate = {"outcome": "calls", "pending": pending, "stats": stats}
         if converted and "values_kept_as_text" not in state.flags:
             update["flags"] = [*state.flags, "values_kept_as_text"]
         if outcome.layer != "native":

@@ -20,7 +20,7 @@ from contreact.checkpoints.cycles import CycleRecord, earlier_notes, insert_cycl
 from contreact.checkpoints.events import CycleEnd, Event, RunEnd, Similarity
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.registry import complete_studio_run
-from contreact.graph.state import AgentState, Context, fresh_cycle
+from contreact.graph.state import AgentState, Context, StateUpdate, fresh_cycle
 from contreact.nodes.reflection_format import Accepted, check_reflection, prose_of
 from contreact.nodes.session import engine_of, ledger_of, run_id_of, step
 from contreact.tools.memory import count_keys
@@ -68,7 +68,7 @@ def notes_seen(first_note: int, cycle: int) -> dict[str, list[int]]:
 
 
 @step
-def reflect(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+def reflect(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Record the cycle's reflection; start the next cycle or complete the run."""
     ctx = runtime.context
     ledger = ledger_of(state, ctx)

@@ -13,7 +13,7 @@ import functools
 from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from langchain_core.messages import AIMessage
 from langgraph.config import get_config
@@ -35,7 +35,7 @@ from contreact.checkpoints.lineage import (
     start_branch,
 )
 from contreact.checkpoints.registry import RunExistsError, create_run, find_run_thread, set_status
-from contreact.graph.state import AgentState, Context
+from contreact.graph.state import AgentState, Context, StateUpdate
 
 CHECKPOINTER_KEY = "__pregel_checkpointer"
 """Where LangGraph puts the checkpointer in a task's config (langgraph._internal._constants)."""
@@ -195,14 +195,14 @@ def lineage_of(state: AgentState, runtime: Runtime[Context]) -> str:
     return lineage
 
 
-NodeFunction = TypeVar("NodeFunction", bound=Callable[..., dict[str, Any]])
+NodeFunction = TypeVar("NodeFunction", bound=Callable[..., StateUpdate])
 
 
 def step(node: NodeFunction) -> NodeFunction:
     """Wrap a node so that it runs in the right lineage and records a new one in state."""
 
     @functools.wraps(node)
-    def run(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    def run(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         lineage = lineage_of(state, runtime)
         if lineage == state.lineage:
             return node(state, runtime)
