@@ -42,10 +42,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
+from contreact.checkpoints.locations import DB_FILENAME, default_data_dir
 from contreact.checkpoints.private_files import private_dir, touch_private
 from contreact.checkpoints.storage_faults import StorageFault, check_sqlite_file, storage_fault
 
-DB_FILENAME = "contreact.db"
 SQLITE_BUSY_TIMEOUT_MS = int(os.environ.get("CONTREACT_SQLITE_BUSY_TIMEOUT_MS") or 30_000)
 """How long a write waits for a SQLite file another process holds locked before it fails
 (with one line naming the file); the environment variable shortens it for tests."""
@@ -195,11 +195,6 @@ class Storage:
         """The PostgreSQL URL in the form psycopg expects (no `+driver`)."""
         url = make_url(self.url)
         return url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def default_data_dir() -> Path:
-    """`CONTREACT_HOME` if set, else `./runs`."""
-    return Path(os.environ.get("CONTREACT_HOME") or "runs")
 
 
 def resolve_storage(data_dir: str | Path | None = None, url: str | None = None) -> Storage:

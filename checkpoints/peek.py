@@ -10,16 +10,14 @@ file) raises `Unreadable`, and the command takes the full path through
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from dataclasses import fields
 from pathlib import Path
 
-from contreact.checkpoints.run_record import RunNotFoundError, RunRecord
+from contreact.checkpoints.locations import DB_FILENAME, default_data_dir
+from contreact.checkpoints.run_record import RunNotFoundError, RunRecord, record_from_row
 
-DB_FILENAME = "contreact.db"
-"""As `checkpoints.db.DB_FILENAME` (a test holds them equal)."""
 _COLUMNS = {f.name for f in fields(RunRecord)}
 
 
@@ -30,12 +28,11 @@ class Unreadable(Exception):
 def sqlite_folder(data_dir: str | None, db_url: str | None) -> Path | None:
     """The data directory when storage is the default SQLite file (None: a database URL).
 
-    Mirrors `checkpoints.db.resolve_storage` for that case: `--data-dir`, else
-    `CONTREACT_HOME`, else `./runs`.
+    As `checkpoints.db.resolve_storage` decides it: `--data-dir`, else the default.
     """
     if db_url or os.environ.get("CONTREACT_DB_URL"):
         return None
-    folder = Path(data_dir) if data_dir else Path(os.environ.get("CONTREACT_HOME") or "runs")
+    folder = Path(data_dir) if data_dir else default_data_dir()
     return folder.expanduser().resolve()
 
 
@@ -55,8 +52,17 @@ def _record(row: sqlite3.Row) -> RunRecord:
     data = dict(row)
     if set(data) != _COLUMNS:
         raise Unreadable("the registry has another schema version")
-    data["config"] = json.loads(data["config"])
-    return RunRecord(**data)
+    return record_from_row(data)
+
+
+def _rows(folder: Path, query: str, args: tuple[str, ...]) -> list[sqlite3.Row]:
+    conn = _connect(folder)
+    try:
+        return conn.execute(query, args).fetchall()
+    except sqlite3.Error as exc:
+        raise Unreadable(str(exc)) from None
+    finally:
+        conn.close()
 
 
 def read_runs(folder: Path, run_id: str | None = None) -> list[RunRecord]:
@@ -65,13 +71,7 @@ def read_runs(folder: Path, run_id: str | None = None) -> list[RunRecord]:
     args: tuple[str, ...] = ()
     if run_id is not None:
         query, args = query + " WHERE run_id = ?", (run_id,)
-    conn = _connect(folder)
-    try:
-        rows = conn.execute(query + " ORDER BY created_at, run_id", args).fetchall()
-    except sqlite3.Error as exc:
-        raise Unreadable(str(exc)) from None
-    finally:
-        conn.close()
+    rows = _rows(folder, query + " ORDER BY created_at, run_id", args)
     if run_id is not None and not rows:
         raise RunNotFoundError(run_id)
     return [_record(r) for r in rows]
@@ -83,11 +83,4 @@ def cycle_counts(folder: Path, run_id: str | None = None) -> dict[str, int]:
     args: tuple[str, ...] = ()
     if run_id is not None:
         query, args = query + " WHERE run_id = ?", (run_id,)
-    conn = _connect(folder)
-    try:
-        rows = conn.execute(query + " GROUP BY run_id", args).fetchall()
-    except sqlite3.Error as exc:
-        raise Unreadable(str(exc)) from None
-    finally:
-        conn.close()
-    return {str(run): int(count) for run, count in rows}
+    return {str(run): int(count) for run, count in _rows(folder, query + " GROUP BY run_id", args)}

@@ -31,12 +31,11 @@ from contreact.checkpoints.run_record import RunRecord as RunRecord
 from contreact.checkpoints.run_record import RunStatus as RunStatus
 from contreact.checkpoints.run_record import ShownStatus as ShownStatus
 from contreact.checkpoints.run_record import check_run_id as check_run_id
+from contreact.checkpoints.run_record import record_from_row
 
 
 def _record(row: Any) -> RunRecord:
-    data = dict(row)
-    data["config"] = json.loads(data["config"])
-    return RunRecord(**data)
+    return record_from_row(dict(row))
 
 
 def create_run(

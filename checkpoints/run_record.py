@@ -7,6 +7,7 @@ registry's errors live here so both the fast read and `checkpoints.registry` sha
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -110,3 +111,8 @@ class RunRecord:
         except PermissionError:
             return True
         return True
+
+
+def record_from_row(row: dict[str, Any]) -> RunRecord:
+    """A registry row (column name -> value, `config` as stored JSON text) as a record."""
+    return RunRecord(**{**row, "config": json.loads(row["config"])})
