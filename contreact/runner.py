@@ -427,10 +427,9 @@ def _drive_steps(
                 )
                 raise
             except Exception as exc:
-                fault = fault_of(storage, exc)
-                if fault is not None:
-                    raise RunStoppedByStorage(record.run_id, fault) from exc
-                finish("failed", f"{type(exc).__name__}: {exc}")
+                if fault_of(storage, exc) is None:
+                    # A storage fault is not the run's failure (`_drive` says it stopped).
+                    finish("failed", f"{type(exc).__name__}: {exc}")
                 raise
             snapshot = graph.get_state(thread)
             asks = _operator_asks(snapshot)
