@@ -170,32 +170,29 @@ def _thread_metadata(record: RunRecord) -> dict[str, Any]:
     return {"contreact_run_id": record.run_id, "model": record.model, "source": "contreact-cli"}
 
 
-async def _server_thread(thread_id: str) -> dict[str, Any] | None:
-    """The dev server's own record of a thread (its status, error), or None.
+async def _server_threads() -> dict[str, dict[str, Any]]:
+    """The dev server's own records of its threads (status, error), by thread id.
 
     The server's API cannot set a thread's status (it derives it from the runs it drove),
     so this reads its runtime's store, in-process. Only `langgraph dev`'s in-memory
-    runtime is supported; elsewhere statuses stay as the server computes them.
+    runtime is supported; elsewhere (empty) statuses stay as the server computes them.
     """
     try:
         from langgraph_runtime.database import connect
     except (ImportError, ValueError):  # not inside a langgraph dev server
-        return None
+        return {}
     async with connect() as conn:
         store = getattr(conn, "store", None)
-        for thread in store.get("threads", []) if isinstance(store, dict) else []:
-            if str(thread.get("thread_id")) == thread_id:
-                return thread  # type: ignore[no-any-return]
-    return None
+        threads = store.get("threads", []) if isinstance(store, dict) else []
+        return {str(t.get("thread_id")): t for t in threads}
 
 
-async def _sync_status(registry: Engine, record: RunRecord) -> None:
+async def _sync_status(registry: Engine, record: RunRecord, thread: dict[str, Any] | None) -> None:
     """Make the thread list and the registry agree on a run's status.
 
     A CLI run's thread shows the registry's status (`THREAD_STATUS`); a Studio run that
     failed in the server is marked failed in the registry, with the server's error.
     """
-    thread = await _server_thread(record.thread_id)
     if thread is None:
         return
     if record.origin != "studio":
@@ -240,8 +237,9 @@ async def publish_runs(storage: Storage, interval_s: float = PUBLISH_INTERVAL_S)
                         metadata=_thread_metadata(record),
                     )
                     published.add(record.thread_id)
+                threads = await _server_threads()
                 for record in records:
-                    await _sync_status(registry, record)
+                    await _sync_status(registry, record, threads.get(record.thread_id))
                 failing = False
             except Exception as exc:  # noqa: BLE001 - the server must keep serving regardless
                 # Early ticks can race the server's own start-up: say it once, keep trying.
