@@ -189,6 +189,9 @@ class Similarity(Payload):
 
     event_type: ClassVar[EventType] = "SIMILARITY"
     scores: list[dict[str, Any]] = field(default_factory=list)
+    """The highest scores (`similarity.LOGGED_SCORES`), `{cycle, score}`, in cycle order."""
+    compared: int = 0
+    """How many earlier reflections were scored (events before this field: `len(scores)`)."""
     maximum: float = 0.0
     most_similar_cycle: int | None = None
     method: str = "none"

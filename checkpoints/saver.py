@@ -3,11 +3,16 @@
 The CLI and LangGraph Studio must open the same checkpoints, so both get their saver
 here. SQLite needs `check_same_thread=False` (LangGraph calls the saver from worker
 threads) and WAL so that a reader can look at a run while it is being written.
+
+Checkpoints are compressed (`CompressingSerializer`): SqliteSaver stores every channel's
+value and every channel's version string in each checkpoint, so without it storage per
+cycle in the `step` policy is dominated by the same bytes written a dozen times.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -29,13 +34,49 @@ node's error write, and read back when the run is resumed. Everything else we ch
 is plain data or LangChain messages, which LangGraph's serializer allows by itself."""
 
 
+COMPRESSED_SUFFIX = "+zlib"
+"""Appended to the serializer's type tag of a compressed value (`msgpack+zlib`), the way
+LangGraph's `EncryptedSerializer` tags its ciphertext; an untagged value (every checkpoint
+written before compression, and small values) loads as it always did."""
+
+COMPRESS_FROM_BYTES = 256
+"""Smaller values are stored as they are: zlib would save little or nothing on them."""
+
+ZLIB_LEVEL = 1
+"""zlib's fastest level: the bytes it leaves over level 6 are few (the repeated version
+strings and message keys compress at any level), its CPU per checkpoint is a third."""
+
+
+class CompressingSerializer(JsonPlusSerializer):
+    """LangGraph's serializer, with values of `COMPRESS_FROM_BYTES` or more zlib-compressed."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        """`(type, bytes)` as LangGraph's, compressed and tagged when that pays."""
+        type_, data = super().dumps_typed(obj)
+        if type_ != "msgpack" or len(data) < COMPRESS_FROM_BYTES:
+            return type_, data
+        packed = zlib.compress(data, ZLIB_LEVEL)
+        if len(packed) >= len(data):
+            return type_, data
+        return type_ + COMPRESSED_SUFFIX, packed
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        """The value of `(type, bytes)`, compressed or not."""
+        type_, payload = data
+        if type_.endswith(COMPRESSED_SUFFIX):
+            return super().loads_typed(
+                (type_.removesuffix(COMPRESSED_SUFFIX), zlib.decompress(payload))
+            )
+        return super().loads_typed(data)
+
+
 def serializer() -> JsonPlusSerializer:
-    """The checkpoint serializer: LangGraph's, with our own types allowed by name.
+    """The checkpoint serializer: LangGraph's, compressing, with our own types allowed by name.
 
     Allowed explicitly, they load without warnings, and still load once LangGraph blocks
     unregistered types by default.
     """
-    return JsonPlusSerializer(allowed_msgpack_modules=ALLOWED_TYPES)
+    return CompressingSerializer(allowed_msgpack_modules=ALLOWED_TYPES)
 
 
 def connect_sqlite(storage: Storage) -> sqlite3.Connection:

@@ -70,10 +70,11 @@ def test_high_moderate_and_none_levels_with_configurable_thresholds() -> None:
     assert different.level == "none" and different.maximum < SIMILARITY_LEXICAL_MODERATE
 
 
-def test_payload_carries_every_score_the_maximum_method_level_and_thresholds() -> None:
+def test_payload_carries_the_scores_the_maximum_method_level_and_thresholds() -> None:
     report = assess(PLAN, [(1, OTHER), (2, PLAN)], lexical=(0.6, 0.9))
     payload = report.as_payload()
     assert payload["scores"] == [{"cycle": c, "score": s} for c, s in report.scores]
+    assert payload["compared"] == 2
     assert payload["maximum"] == report.maximum == 1.0
     assert payload["most_similar_cycle"] == 2
     assert (payload["method"], payload["level"]) == (LEXICAL_METHOD, "high")
@@ -179,3 +180,21 @@ def test_lexical_thresholds_are_the_midpoints_of_the_gaps() -> None:
     # Configured thresholds for the lexical method are used when given.
     strict = assess(PAIRS[0]["b"], [(1, PAIRS[0]["a"])], lexical=(0.97, 0.99))
     assert strict.level == "none" and (strict.moderate, strict.high) == (0.97, 0.99)
+
+
+def test_payload_keeps_only_the_highest_scores_so_events_do_not_grow_with_the_run() -> None:
+    """The event keeps the `LOGGED_SCORES` highest scores, and how many were compared.
+
+    Every score in every event would grow the log quadratically (issue 13).
+    """
+    from contreact.analysis.similarity import LOGGED_SCORES, SimilarityReport
+
+    scores = [(c, round(0.01 * ((c * 37) % 61), 4)) for c in range(1, 41)]
+    scores[20] = (21, scores[5][1])  # a tie: both kept only if both are among the top
+    payload = SimilarityReport(scores=scores).as_payload()
+    kept = [(e["cycle"], e["score"]) for e in payload["scores"]]
+    assert len(kept) == LOGGED_SCORES == 5 and payload["compared"] == 40
+    best = sorted(scores, key=lambda s: (-s[1], s[0]))[:LOGGED_SCORES]
+    assert kept == sorted(best)  # the highest ones, earliest first on ties, in cycle order
+    assert max(s for _, s in kept) == max(s for _, s in scores)
+    assert min(s for _, s in kept) >= sorted((s for _, s in scores), reverse=True)[4]

@@ -83,6 +83,7 @@ def test_repetition_gets_the_advisory_in_the_next_cycle_only(
             assert sim["note"] == "no embedding model configured"
         # Every earlier cycle is scored; the maximum is the largest of them.
         assert [s["cycle"] for s in sim["scores"]] == list(range(1, cycle))
+        assert sim["compared"] == cycle - 1
         scores = [s["score"] for s in sim["scores"]]
         assert all(-1.0 <= s <= 1.0 for s in scores)
         assert sim["maximum"] == max(scores)

@@ -26,6 +26,7 @@ matrix a heatmap needs, with the same embedding-or-lexical choice.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -40,6 +41,9 @@ Level = Literal["none", "moderate", "high"]
 
 LEXICAL_METHOD = "lexical-char-tfidf"
 EMBEDDING_PREFIX = "embedding:"
+
+LOGGED_SCORES = 5
+"""How many of a reflection's scores its SIMILARITY event keeps: the highest ones."""
 
 MODERATE_ADVISORY = (
     "Similarity note: your last reflection is fairly similar (cosine {score:.2f}) to the one "
@@ -74,9 +78,18 @@ class SimilarityReport:
     """The high threshold in force (a score above it is `high`)."""
 
     def as_payload(self) -> dict[str, Any]:
-        """The SIMILARITY event payload: every score, the maximum, method, level, thresholds."""
+        """The SIMILARITY event payload: the top scores, the maximum, method, level, thresholds.
+
+        Only the `LOGGED_SCORES` highest scores are logged (in cycle order), with the
+        number of reflections compared: every score would make each cycle's event grow
+        with the run, and the log (and the database) grow quadratically. The full
+        matrix is recomputed from the reflections when a report needs it (`pairwise`).
+        """
         data = asdict(self)
-        data["scores"] = [{"cycle": c, "score": s} for c, s in self.scores]
+        # Highest first, ties to the earliest cycle (as `maximum` is chosen); logged in cycle order.
+        top = sorted(self.scores, key=lambda s: (-s[1], s[0]))[:LOGGED_SCORES]
+        data["scores"] = [{"cycle": c, "score": s} for c, s in sorted(top)]
+        data["compared"] = len(self.scores)
         return data
 
 
@@ -119,9 +132,17 @@ def char_ngrams(text: str, low: int = 3, high: int = 5) -> Counter[str]:
     return grams
 
 
+@functools.lru_cache(maxsize=4096)
+def _cached_ngrams(text: str) -> Counter[str]:
+    # The monitor scores each cycle's note against every earlier one, and earlier notes
+    # never change: their n-grams are counted once per process, not once per cycle.
+    # Read only (`tfidf_vectors` never changes a Counter it is given).
+    return char_ngrams(text)
+
+
 def tfidf_vectors(texts: Sequence[str]) -> list[dict[str, float]]:
     """TF-IDF vectors (smoothed idf) of each text's character n-grams, over the given texts."""
-    docs = [char_ngrams(t) for t in texts]
+    docs = [_cached_ngrams(t) for t in texts]
     n = len(docs)
     df: Counter[str] = Counter()
     for doc in docs:
