@@ -8,15 +8,26 @@ scope (run id and lineage, `checkpoints.lineage`): its result is journaled in th
 transaction as its events (and, for memory tools, as the memory change itself), and a
 re-run returns the recorded result instead of acting twice. A branch has its own scope,
 so it acts afresh.
+
+The look-up before every effect is answered from memory: a ledger that knows which
+invocation it serves (`invocation`, LangGraph's run id of one `invoke`/`stream` call)
+shares a set of its scope's recorded keys with the other steps of that invocation. The set
+is checked against the database once per invocation (a count of the scope's records) and
+reloaded only when another process recorded something meanwhile; inside one invocation
+only this process drives the thread (the registry refuses a second driver), so what it
+records itself is all that can change. Only a key found in the set costs a query (its
+result), and that happens only when a step is replayed.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, bindparam, select
+from sqlalchemy import Connection, Engine, bindparam, func, select
 
 from contreact.checkpoints.db import Storage, engine_for, insert_ignore, journal
 from contreact.checkpoints.events import Event, insert_events, mirror_lines
@@ -29,20 +40,65 @@ _RECALL = select(journal.c.result).where(
 )
 """Built once: `recall` runs before every side effect."""
 
+_COUNT = select(func.count()).select_from(journal).where(journal.c.run_id == bindparam("run_id"))
+_KEYS = select(journal.c.key).where(journal.c.run_id == bindparam("run_id"))
+
 _MISSING: Any = object()
+
+
+class _Recorded:
+    """The keys recorded in one scope, as this process knows them."""
+
+    def __init__(self) -> None:
+        self.keys: set[str] = set()
+        self.invocation: str | None = None
+        """The invocation that last checked the set against the database."""
+
+
+_known: OrderedDict[tuple[Engine, str], _Recorded] = OrderedDict()
+_known_lock = threading.Lock()
+_KNOWN_SCOPES = 256
 
 
 class Ledger:
     """Exactly-once side effects and events for one scope (a run, or a branch of one)."""
 
-    def __init__(self, storage: Storage, run_id: str, engine: Engine | None = None) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        run_id: str,
+        engine: Engine | None = None,
+        invocation: str | None = None,
+    ) -> None:
         self.storage = storage
         self.run_id = run_id
         """The scope: the run id on a run's main line, `RUN@LINEAGE` on a branch."""
         self.engine = engine or engine_for(storage)
+        self.invocation = invocation
+        """The graph invocation this ledger serves; None: look every key up in the database."""
+
+    def _recorded(self) -> _Recorded | None:
+        """The scope's recorded keys, checked against the database once per invocation."""
+        if self.invocation is None:
+            return None
+        with _known_lock:
+            known = _known.setdefault((self.engine, self.run_id), _Recorded())
+            _known.move_to_end((self.engine, self.run_id))
+            while len(_known) > _KNOWN_SCOPES:
+                _known.popitem(last=False)
+        if known.invocation != self.invocation:
+            params = {"run_id": self.run_id}
+            with self.engine.connect() as conn:
+                if conn.execute(_COUNT, params).scalar_one() != len(known.keys):
+                    known.keys = set(conn.execute(_KEYS, params).scalars())
+            known.invocation = self.invocation
+        return known
 
     def recall(self, key: str) -> Any:
         """The journaled result for `key`, or `Ledger.MISSING`."""
+        known = self._recorded()
+        if known is not None and key not in known.keys:
+            return _MISSING
         with self.engine.connect() as conn:
             raw = conn.execute(_RECALL, {"run_id": self.run_id, "key": key}).scalar_one_or_none()
         return _MISSING if raw is None else json.loads(raw)
@@ -75,6 +131,10 @@ class Ledger:
             )
             lines = insert_events(conn, self.run_id, batch)
             failpoint(f"before-commit:{key}")
+        with _known_lock:
+            known = _known.get((self.engine, self.run_id))
+        if known is not None:  # whichever ledger recorded it, the set must include it
+            known.keys.add(key)
         failpoint(f"after-commit:{key}")
         mirror_lines(self.engine, self.storage, self.run_id, lines)
         failpoint(f"after-append:{key}")

@@ -115,7 +115,13 @@ def ledger_of(state: AgentState, ctx: Context) -> Ledger:
             f"run {run_id} belongs to thread {owner}, not to this thread {_thread_id()}; "
             f"branch it with `contreact fork {run_id} --cycle K --as NEW` instead"
         )
-    return Ledger(ctx.storage, scope_of(run_id, state.lineage), engine)
+    invocation = get_config().get("run_id")
+    return Ledger(
+        ctx.storage,
+        scope_of(run_id, state.lineage),
+        engine,
+        invocation=None if invocation is None else str(invocation),
+    )
 
 
 def fork_point_of(state: AgentState) -> ForkPoint:
