@@ -431,6 +431,7 @@ def langgraph_floor_loop(
     saver: bool,
     durability: Literal["sync", "async", "exit"] = "sync",
     on_cycle: Callable[[int], None] | None = None,
+    per_cycle: bool = False,
 ) -> list[Mark]:
     """The same graph shape in plain LangGraph: no journal, events, registry or budgets.
 
@@ -445,6 +446,9 @@ def langgraph_floor_loop(
         saver: False to compile the graph without a checkpointer.
         durability: LangGraph's durability mode when there is a saver.
         on_cycle: Called with the cycle number at the end of each cycle (in ``reflect``).
+        per_cycle: Checkpoint once per cycle the way contreact's ``cycle`` policy does:
+            an interrupt after ``reflect``, one ``invoke`` per cycle, ``durability="exit"``
+            (``durability`` is then ignored).
 
     Returns:
         Wall and CPU clock readings at the end of each cycle.
@@ -539,7 +543,14 @@ def langgraph_floor_loop(
         builder.compile().invoke(initial, config)
         return ends
     with open_saver(where.storage()) as checkpointer:
-        builder.compile(checkpointer=checkpointer).invoke(initial, config, durability=durability)
+        if not per_cycle:
+            graph = builder.compile(checkpointer=checkpointer)
+            graph.invoke(initial, config, durability=durability)
+            return ends
+        graph = builder.compile(checkpointer=checkpointer, interrupt_after=["reflect"])
+        for _ in range(cycles):
+            graph.invoke(initial, config, durability="exit")
+            initial = None
     return ends
 
 

@@ -211,8 +211,20 @@ def step(node: NodeFunction) -> NodeFunction:
     def run(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         lineage = lineage_of(state, runtime)
         if lineage == state.lineage:
-            return node(state, runtime)
+            return changes(state, node(state, runtime))
         update = node(dataclasses.replace(state, lineage=lineage), runtime)
-        return {**update, "lineage": lineage}
+        return {**changes(state, update), "lineage": lineage}
 
     return cast(NodeFunction, run)
+
+
+def changes(state: AgentState, update: StateUpdate) -> StateUpdate:
+    """`update` without the fields it sets to the value they already have.
+
+    Nodes return whole records (a cycle's fresh counters, the stats they carry along);
+    every field written costs a row in the saver's writes table and a new channel version
+    in every later checkpoint, though writing a value unchanged changes nothing (no node
+    is triggered by a state field). `messages` is appended to, so it is always kept.
+    """
+    kept = {k: v for k, v in update.items() if k == "messages" or getattr(state, k) != v}
+    return cast(StateUpdate, kept)

@@ -58,7 +58,12 @@ def test_cycle_policy_saves_once_per_cycle_and_runs_the_same(
     # Stored compressed (issue 13): each checkpoint repeats every channel's value and version.
     with closing(sqlite3.connect(backend.storage().sqlite_path)) as conn:
         kinds = Counter(t for (t,) in conn.execute("SELECT type FROM checkpoints"))
-    assert kinds["msgpack+zlib"] >= 0.9 * sum(kinds.values()), kinds
+        assert kinds["msgpack+zlib"] >= 0.9 * sum(kinds.values()), kinds
+        # The saver's writes are keyed rows stored once (no rowid table plus key index),
+        # in pages that hold several compressed checkpoints.
+        (writes,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'writes'").fetchone()
+        assert "WITHOUT ROWID" in writes
+        assert conn.execute("PRAGMA page_size").fetchone() == (8192,)
     assert sent["cycle"] == sent["step"]
     assert outcome(backend, "cycle") == outcome(backend, "step")
 

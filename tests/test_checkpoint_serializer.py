@@ -66,3 +66,20 @@ def test_a_checkpoint_stored_uncompressed_before_still_loads(tmp_path: Path) -> 
         loaded = saver.get_tuple(config)
     assert loaded is not None
     assert loaded.checkpoint["channel_values"] == {"messages": MESSAGES, "cycle": 4}
+
+
+def test_a_node_writes_only_the_fields_it_changes() -> None:
+    """Unchanged fields are dropped from node updates (each write is a stored row)."""
+    from langchain_core.messages import RemoveMessage
+
+    from contreact.graph.state import AgentState, fresh_cycle, new_stats
+    from contreact.nodes.session import changes
+
+    state = AgentState(cycle=3, outcome="final", final_text="Done.", stats=new_stats())
+    update = changes(state, fresh_cycle(4))
+    assert update["cycle"] == 4 and update["outcome"] == "" and update["final_text"] == ""
+    assert isinstance(update["messages"][0], RemoveMessage)  # appended to: always kept
+    assert not {"stats", "pending", "flags", "advisory", "opening", "status"} & set(update)
+    assert changes(state, {"stats": {**new_stats(), "steps": 1}}) == {
+        "stats": {**new_stats(), "steps": 1}
+    }
