@@ -396,6 +396,9 @@ def _drive_steps(
                 or isinstance(payload, Command)
                 or (isinstance(payload, dict) and state is not None)
             )
+            # Whether the invocation ended where a cycle closes and nothing else: reflect
+            # ran last, the run goes on, and no operator question is pending.
+            cycle_closed = False
             try:
                 for chunk in graph.stream(
                     payload,
@@ -411,8 +414,13 @@ def _drive_steps(
                         progress.node_started(str(data["name"]))
                     elif mode == "updates":
                         for node, update in data.items():
-                            if node != "__interrupt__" and isinstance(update, dict):
+                            if node == "__interrupt__":
+                                cycle_closed = cycle_closed and not update
+                            elif isinstance(update, dict):
                                 progress.update(node, update)
+                                cycle_closed = (
+                                    node == "reflect" and update.get("status") != "completed"
+                                )
             except ModelCallError as error:
                 return finish("failed", error.message)
             except KeyboardInterrupt:
@@ -431,6 +439,10 @@ def _drive_steps(
                     # A storage fault is not the run's failure (`_drive` says it stopped).
                     finish("failed", f"{type(exc).__name__}: {exc}")
                 raise
+            if per_cycle and cycle_closed:
+                # The common case needs no look at the saved state (a checkpoint load).
+                payload = None
+                continue
             snapshot = graph.get_state(thread)
             asks = _operator_asks(snapshot)
             if not asks:

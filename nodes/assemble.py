@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
@@ -63,6 +64,16 @@ def prompt_of(
 
 TOOLS_TOKENS = estimate_tokens(json.dumps(TOOL_SCHEMAS))
 """What the tool definitions cost in the prompt (Ollama renders them into it)."""
+
+
+@lru_cache(maxsize=4096)
+def note_tokens(note: Note, tasked: bool) -> int:
+    """What one earlier note costs in the prompt.
+
+    Every step estimates every earlier note; notes never change, so each is estimated
+    once per process instead of once per step (which grew with the run).
+    """
+    return estimate_tokens(reflections_section([note], tasked=tasked))
 
 
 @on_lineage
@@ -119,7 +130,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     if not text_tools and tools_offered(state.stats, ctx):
         fixed += TOOLS_TOKENS
     tasked = bool(state.task)
-    per_reflection = [estimate_tokens(reflections_section([n], tasked=tasked)) for n in earlier]
+    per_reflection = [note_tokens(n, tasked) for n in earlier]
     trim = plan_trim(messages, fixed + sum(per_reflection), budget)
     omitted = 0
     if not trim.fits:
