@@ -434,24 +434,44 @@ def insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> boo
     This is the idempotency primitive: every side effect's record is keyed by
     checkpointed counters, so a node re-run after a crash inserts nothing twice.
     (RETURNING, not rowcount: psycopg reports 1 for a conflicting DO NOTHING.)
+
+    It runs on the transaction's own DBAPI cursor: every step's journal record and
+    events come through here, and SQLAlchemy's statement execution cost several times
+    the insert itself. The columns written here are text and numbers, which both
+    drivers take as they are (no SQLAlchemy type processing is skipped).
     """
-    stmt = _insert_ignore_statement(conn.dialect.name, table, tuple(values))
-    return conn.execute(stmt, values).first() is not None
+    sql = _insert_ignore_sql(conn.dialect.name, table, tuple(values))
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(sql, tuple(values.values()))
+        return cursor.fetchone() is not None
+    finally:
+        cursor.close()
 
 
 @cache
-def _insert_ignore_statement(dialect: str, table: Table, columns: tuple[str, ...]) -> Any:
-    # Built once per table and column set, values bound at execution: this is on every
-    # step's path, and building a statement per row cost more than running it.
+def _insert_ignore_sql(dialect: str, table: Table, columns: tuple[str, ...]) -> str:
+    # Built once per table and column set, values bound at execution.
     if dialect == "sqlite":
         stmt: Any = sqlite.insert(table)
+        compiled_with: Any = sqlite.dialect(paramstyle="qmark")
     elif dialect == "postgresql":
         stmt = postgresql.insert(table)
+        compiled_with = postgresql.psycopg.dialect(paramstyle="format")  # type: ignore[attr-defined]
     else:  # pragma: no cover - only the two supported backends reach here
         raise RuntimeError(f"unsupported database dialect {dialect}")
     marker = next(iter(table.primary_key.columns))
     values = {c: bindparam(c, type_=table.c[c].type) for c in columns}
-    return stmt.values(values).on_conflict_do_nothing().returning(marker)
+    compiled = (
+        stmt.values(values)
+        .on_conflict_do_nothing()
+        .returning(marker)
+        .compile(dialect=compiled_with)
+    )
+    order = compiled.positiontup
+    if order is None or tuple(order) != columns:
+        raise RuntimeError(f"unexpected bind order {order} for {columns}")
+    return str(compiled)
 
 
 def upsert(conn: Connection, table: Table, values: dict[str, Any], keys: list[str]) -> None:
