@@ -457,7 +457,7 @@ def _insert_ignore_sql(dialect: str, table: Table, columns: tuple[str, ...]) -> 
         compiled_with: Any = sqlite.dialect(paramstyle="qmark")
     elif dialect == "postgresql":
         stmt = postgresql.insert(table)
-        compiled_with = postgresql.psycopg.dialect(paramstyle="format")  # type: ignore[attr-defined]
+        compiled_with = postgresql.psycopg.dialect(paramstyle="format")  # type: ignore[no-untyped-call]
     else:  # pragma: no cover - only the two supported backends reach here
         raise RuntimeError(f"unsupported database dialect {dialect}")
     marker = next(iter(table.primary_key.columns))

@@ -17,7 +17,7 @@ from typing import TypeVar, cast
 
 from langchain_core.messages import AIMessage
 from langgraph.config import get_config
-from langgraph.runtime import Runtime
+from langgraph.runtime import Runtime, get_runtime
 from sqlalchemy import Engine
 
 from contreact.checkpoints import keys
@@ -115,13 +115,10 @@ def ledger_of(state: AgentState, ctx: Context) -> Ledger:
             f"run {run_id} belongs to thread {owner}, not to this thread {_thread_id()}; "
             f"branch it with `contreact fork {run_id} --cycle K --as NEW` instead"
         )
-    invocation = get_config().get("run_id")
-    return Ledger(
-        ctx.storage,
-        scope_of(run_id, state.lineage),
-        engine,
-        invocation=None if invocation is None else str(invocation),
-    )
+    # LangGraph's id of this `invoke`/`stream` call (the task's own config does not carry it).
+    info = get_runtime().execution_info
+    invocation = info.run_id if info is not None else None
+    return Ledger(ctx.storage, scope_of(run_id, state.lineage), engine, invocation=invocation)
 
 
 def fork_point_of(state: AgentState) -> ForkPoint:

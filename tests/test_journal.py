@@ -76,3 +76,28 @@ def test_without_an_invocation_every_look_up_asks_the_database(storage: Storage)
     assert ledger.recall("k") is Ledger.MISSING
     record_elsewhere(engine, "run-n", "k", "theirs")
     assert ledger.recall("k") == "theirs"
+
+
+def test_a_run_looks_up_no_result_it_did_not_record(storage: Storage) -> None:
+    """Driven by the runner, a fresh run's journal look-ups are all answered from memory."""
+    from contreact.config import parse_config
+    from contreact.runner import start_run
+    from contreact.stub import StubServer
+
+    engine = engine_for(storage)
+    looked_up: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "contreact_journal.result" in statement:
+            looked_up.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    with StubServer().start() as server:
+        config = parse_config(
+            {"run_id": "fresh", "model": "stub-model", "cycles": 3, "ollama": {"host": server.url}},
+            "test",
+        )
+        outcome = start_run(config, storage)
+        requests = len(server.requests())
+    assert outcome.status == "completed" and requests >= 3, outcome.reason
+    assert looked_up == []
