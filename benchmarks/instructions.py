@@ -1,0 +1,177 @@
+"""Instructions per model call under valgrind (callgrind): the noise-free CPU comparison.
+
+`persistence_cost.py` times CPU per model call with ``time.process_time()``; on a shared
+virtual machine the minimum over repetitions still moves by a fifth from one run to the
+next, which is as large as the differences issue 13 is about. Valgrind counts the
+instructions a process executes: the same program, inputs and environment give the same
+count whatever else the machine does. This script counts, for each level of
+`persistence_cost.py` ((b) plain LangGraph saving every step, (b2) plain LangGraph saving
+once per cycle, (c) contreact in each checkpoint policy, and (a) the hand-written loop),
+the instructions of a child process that runs it for ``SHORT`` and for ``LONG`` cycles,
+and divides the difference by the difference in model calls: imports, start-up and the
+first cycle cancel out, what remains is the steady-state cost of one more model call.
+
+The stub runs outside valgrind (a child process of this script); every child gets a
+fresh SQLite file (or a fresh PostgreSQL database with ``--db-url``). Valgrind slows
+Python about a hundredfold: a full run takes ~10 minutes on 2 cores (two children at a
+time).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from common import (
+    CONSTANT_CYCLE,
+    PYTHON,
+    Figure,
+    StubProcess,
+    bench_storage,
+    constant_work_scenario,
+    parser,
+    print_table,
+    report,
+)
+
+LEVELS = {
+    "a": "(a) hand-written ChatOllama loop",
+    "b": "(b) plain LangGraph, 5 nodes, same saver, sync",
+    "b2": "(b2) plain LangGraph, 5 nodes, same saver, once per cycle",
+    "c-cycle": "(c) contreact, policy cycle",
+    "c-step": "(c) contreact, policy step",
+}
+SHORT, LONG = 4, 12
+
+
+def child(level: str, cycles: int, url: str, db_url: str | None, out: Path) -> None:
+    """Run one level for ``cycles`` cycles in this (valgrind-wrapped) process."""
+    from overhead import baseline_loop, contreact_loop, langgraph_floor_loop
+
+    from contreact.graph.state import default_model_options
+
+    with bench_storage(db_url) as where:
+        if level == "a":
+            baseline_loop(url, cycles, default_model_options())
+        elif level == "b":
+            langgraph_floor_loop(url, cycles, where, True)
+        elif level == "b2":
+            langgraph_floor_loop(url, cycles, where, True, per_cycle=True)
+        else:
+            policy = level.removeprefix("c-")
+            contreact_loop(url, cycles, where, persistence={"checkpoints": policy})
+    out.write_text("done")
+
+
+def count(level: str, cycles: int, stub: StubProcess, db_url: str | None, tmp: Path) -> int:
+    """Instructions executed by a child running ``level`` for ``cycles`` cycles."""
+    done = tmp / f"{level}-{cycles}.done"
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={tmp / f'{level}-{cycles}.cg'}",
+        PYTHON,
+        __file__,
+        "--child",
+        json.dumps([level, cycles, stub.url, db_url, str(done)]),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).parent)
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if proc.returncode != 0 or found is None or not done.exists():
+        raise RuntimeError(f"{level} x{cycles} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--child", help=argparse_hidden())
+    p.add_argument("--levels", default=",".join(LEVELS), help="comma-separated level keys")
+    args = p.parse_args()
+    if args.child:
+        level, cycles, url, db_url, out = json.loads(args.child)
+        child(level, cycles, url, db_url, Path(out))
+        return
+    levels = [k.strip() for k in args.levels.split(",") if k.strip()]
+    short, long = (2, 4) if args.quick else (SHORT, LONG)
+    counts: dict[tuple[str, int], int] = {}
+    calls: dict[int, int] = {}
+    with tempfile.TemporaryDirectory(prefix="contreact-instr-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        with StubProcess(constant_work_scenario(1000), tmp) as stub:
+            # Model calls per run length: the scripted cycle makes the same calls each time.
+            calls = {short: short * len(CONSTANT_CYCLE), long: long * len(CONSTANT_CYCLE)}
+            jobs = [(lv, n) for lv in levels for n in (short, long)]
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                results = pool.map(lambda job: count(*job, stub, args.db_url, tmp), jobs)
+                counts = dict(zip(jobs, results, strict=True))
+    per_call = {
+        lv: (counts[(lv, long)] - counts[(lv, short)]) / (calls[long] - calls[short])
+        for lv in levels
+    }
+    rows: list[list[Any]] = []
+    for lv in levels:
+        base = per_call.get("b")
+        rows.append(
+            [
+                LEVELS[lv],
+                per_call[lv] / 1e6,
+                f"{per_call[lv] / base:.2f}x" if base else "",
+                f"{per_call[lv] / per_call['b2']:.2f}x" if "b2" in per_call else "",
+            ]
+        )
+    backend = "PostgreSQL" if args.db_url else "SQLite"
+    print_table(
+        ["level", "M instructions / model call", "x (b)", "x (b2)"],
+        rows,
+        title=f"Instructions per model call on {backend} (callgrind; runs of {long} minus "
+        f"{short} cycles, {calls[long] - calls[short]} model calls apart)",
+    )
+    figures = []
+    key = "pg" if args.db_url else "sq"
+    if "c-cycle" in per_call and "b2" in per_call:
+        figures.append(
+            Figure(
+                f"{key}-instr-cycle",
+                f"{backend}: contreact instructions/call / plain LangGraph saving once per "
+                "cycle, policy cycle",
+                per_call["c-cycle"] / per_call["b2"],
+                "x",
+                1.25,
+            )
+        )
+    if "c-cycle" in per_call and "b" in per_call:
+        figures.append(
+            Figure(
+                f"{key}-instr-cycle-vs-sync",
+                f"{backend}: contreact instructions/call, policy cycle / plain LangGraph sync",
+                per_call["c-cycle"] / per_call["b"],
+                "x",
+                None,
+            )
+        )
+    if "c-step" in per_call and "b" in per_call:
+        figures.append(
+            Figure(
+                f"{key}-instr-step",
+                f"{backend}: contreact instructions/call, policy step / plain LangGraph sync",
+                per_call["c-step"] / per_call["b"],
+                "x",
+                None,
+            )
+        )
+    report(figures, args.json)
+
+
+def argparse_hidden() -> str:
+    """Help text of the internal ``--child`` option."""
+    return "internal: run one level in this process (JSON: level, cycles, url, db, out)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
