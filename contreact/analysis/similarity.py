@@ -136,7 +136,7 @@ def char_ngrams(text: str, low: int = 3, high: int = 5) -> Counter[str]:
 def _cached_ngrams(text: str) -> Counter[str]:
     # The monitor scores each cycle's note against every earlier one, and earlier notes
     # never change: their n-grams are counted once per process, not once per cycle.
-    # Read only (`tfidf_vectors` never changes a Counter it is given).
+    # Read only (`tfidf_vectors` and `lexical_scores` never change a Counter they are given).
     return char_ngrams(text)
 
 
@@ -181,12 +181,31 @@ def _ratio(dot: float, a: Iterable[float], b: Iterable[float]) -> float:
 
 
 def lexical_scores(reflection: str, earlier: Sequence[tuple[int, str]]) -> list[tuple[int, float]]:
-    """Character n-gram TF-IDF cosine of `reflection` against each earlier one."""
-    vectors = tfidf_vectors([reflection, *(t for _, t in earlier)])
-    return [
-        (c, round(sparse_cosine(vectors[0], v), 4))
-        for (c, _), v in zip(earlier, vectors[1:], strict=True)
-    ]
+    """Character n-gram TF-IDF cosine of `reflection` against each earlier one.
+
+    The same cosines as `tfidf_vectors` + `sparse_cosine`, in one pass over each earlier
+    note's n-grams (its weight, norm and dot product together): the monitor runs this
+    after every cycle against the whole run, so it is written for that.
+    """
+    docs = [_cached_ngrams(reflection), *(_cached_ngrams(t) for _, t in earlier)]
+    df: Counter[str] = Counter()
+    for doc in docs:
+        df.update(doc.keys())
+    n = len(docs)
+    idf = {term: math.log((1 + n) / (1 + count)) + 1 for term, count in df.items()}
+    query = {term: tf * idf[term] for term, tf in docs[0].items()}
+    query_norm = math.sqrt(sum(w * w for w in query.values()))
+    scores = []
+    for (cycle, _), doc in zip(earlier, docs[1:], strict=True):
+        dot = squares = 0.0
+        for term, tf in doc.items():
+            weight = tf * idf[term]
+            squares += weight * weight
+            dot += weight * query.get(term, 0.0)
+        norm = math.sqrt(squares)
+        cosine = dot / (query_norm * norm) if query_norm and norm else 0.0
+        scores.append((cycle, round(max(-1.0, min(1.0, cosine)), 4)))
+    return scores
 
 
 _CACHE_LIMIT = 4096
