@@ -31,6 +31,7 @@ BENCHMARKS = [
     ("throughput", "(e) throughput of concurrent runs"),
     ("memory_rss", "(f) peak RSS"),
     ("persistence_cost", "issue 13: cost per model call, per stored cycle, at resume"),
+    ("instructions", "issue 13: instructions per model call (callgrind, ~10 minutes)"),
     ("startup", "issue 14: CLI start-up"),
 ]
 
