@@ -23,7 +23,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -93,7 +92,10 @@ def count(level: str, cycles: int, stub: StubProcess, db_url: str | None, tmp: P
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--child", help=argparse_hidden())
+    p.add_argument(
+        "--child",
+        help="internal: run one level in this process (JSON: level, cycles, url, db, out)",
+    )
     p.add_argument("--levels", default=",".join(LEVELS), help="comma-separated level keys")
     args = p.parse_args()
     if args.child:
@@ -157,10 +159,5 @@ def main() -> None:
     report(figures, args.json)
 
 
-def argparse_hidden() -> str:
-    """Help text of the internal ``--child`` option."""
-    return "internal: run one level in this process (JSON: level, cycles, url, db, out)"
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

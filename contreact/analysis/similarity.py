@@ -143,12 +143,17 @@ def _cached_ngrams(text: str) -> Counter[str]:
 def tfidf_vectors(texts: Sequence[str]) -> list[dict[str, float]]:
     """TF-IDF vectors (smoothed idf) of each text's character n-grams, over the given texts."""
     docs = [_cached_ngrams(t) for t in texts]
-    n = len(docs)
+    idf = _idf(docs)
+    return [{term: tf * idf[term] for term, tf in doc.items()} for doc in docs]
+
+
+def _idf(docs: Sequence[Counter[str]]) -> dict[str, float]:
+    """Smoothed inverse document frequency of every n-gram over `docs`."""
     df: Counter[str] = Counter()
     for doc in docs:
         df.update(doc.keys())
-    idf = {term: math.log((1 + n) / (1 + count)) + 1 for term, count in df.items()}
-    return [{term: tf * idf[term] for term, tf in doc.items()} for doc in docs]
+    n = len(docs)
+    return {term: math.log((1 + n) / (1 + count)) + 1 for term, count in df.items()}
 
 
 def sparse_cosine(a: dict[str, float], b: dict[str, float]) -> float:
@@ -188,11 +193,7 @@ def lexical_scores(reflection: str, earlier: Sequence[tuple[int, str]]) -> list[
     after every cycle against the whole run, so it is written for that.
     """
     docs = [_cached_ngrams(reflection), *(_cached_ngrams(t) for _, t in earlier)]
-    df: Counter[str] = Counter()
-    for doc in docs:
-        df.update(doc.keys())
-    n = len(docs)
-    idf = {term: math.log((1 + n) / (1 + count)) + 1 for term, count in df.items()}
+    idf = _idf(docs)
     query = {term: tf * idf[term] for term, tf in docs[0].items()}
     query_norm = math.sqrt(sum(w * w for w in query.values()))
     scores = []
