@@ -83,3 +83,18 @@ def test_a_node_writes_only_the_fields_it_changes() -> None:
     assert changes(state, {"stats": {**new_stats(), "steps": 1}}) == {
         "stats": {**new_stats(), "steps": 1}
     }
+
+
+def test_our_writes_table_is_the_savers_own_column_for_column(tmp_path: Path) -> None:
+    """The `writes` table we create in a new file must be the one SqliteSaver expects."""
+    from contreact.checkpoints.db import prepare_sqlite_file
+
+    ours, theirs = tmp_path / "ours.db", tmp_path / "theirs.db"
+    prepare_sqlite_file(ours)
+    with closing(sqlite3.connect(theirs, check_same_thread=False)) as conn:
+        SqliteSaver(conn).setup()
+    layouts = []
+    for path in (ours, theirs):
+        with closing(sqlite3.connect(path)) as conn:
+            layouts.append(conn.execute("PRAGMA table_info(writes)").fetchall())
+    assert layouts[0] == layouts[1]
