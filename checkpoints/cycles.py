@@ -11,13 +11,14 @@ built from the checkpoint itself.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, Integer, bindparam, select
 
-from contreact.checkpoints.db import cycles, insert_ignore
+from contreact.checkpoints.db import Prepared, cycles, insert_ignore, named
 
 
 class Note(NamedTuple):
@@ -81,16 +82,43 @@ def cycle_records(engine: Engine, run_id: str, *, before: int | None = None) -> 
         return [_record(r) for r in conn.execute(query).mappings()]
 
 
-@lru_cache(maxsize=256)
+_NOTES = Prepared(
+    lambda _: (
+        select(cycles.c.cycle, cycles.c.opening, cycles.c.reflection)
+        .where(
+            cycles.c.run_id == named(cycles, "run_id")["run_id"],
+            cycles.c.cycle >= bindparam("since", type_=Integer),
+            cycles.c.cycle < bindparam("before", type_=Integer),
+        )
+        .order_by(cycles.c.cycle)
+    )
+)
+
+_notes: OrderedDict[tuple[Engine, str], tuple[int, tuple[Note, ...]]] = OrderedDict()
+_notes_lock = threading.Lock()
+_NOTED_SCOPES = 256
+
+
 def earlier_notes(engine: Engine, run_id: str, *, before: int) -> tuple[Note, ...]:
     """The notes of every finished cycle numbered below `before`, in order.
 
-    Cached: rows of finished cycles never change, and every step of a cycle asks again.
+    Every step of a cycle asks, and a long run has hundreds: rows of finished cycles never
+    change, so each scope's notes are kept in memory and only cycles after the newest one
+    known are read (a fork point's earlier `before` is a prefix of what is known).
     """
-    query = (
-        select(cycles.c.cycle, cycles.c.opening, cycles.c.reflection)
-        .where(cycles.c.run_id == run_id, cycles.c.cycle < before)
-        .order_by(cycles.c.cycle)
-    )
+    with _notes_lock:
+        known = _notes.get((engine, run_id))
+    upto, notes = known if known is not None else (1, ())
+    if before <= upto:
+        return notes if before == upto else tuple(n for n in notes if n.cycle < before)
     with engine.connect() as conn:
-        return tuple(Note(int(c), str(o or ""), str(r)) for c, o, r in conn.execute(query))
+        rows = _NOTES.rows(conn, {"run_id": run_id, "since": upto, "before": before})
+    notes += tuple(Note(int(c), str(o or ""), str(r)) for c, o, r in rows)
+    # Known up to the newest row read: a cycle not finished yet is asked for again.
+    upto = notes[-1].cycle + 1 if notes else upto
+    with _notes_lock:
+        _notes[(engine, run_id)] = (upto, notes)
+        _notes.move_to_end((engine, run_id))
+        while len(_notes) > _NOTED_SCOPES:
+            _notes.popitem(last=False)
+    return notes

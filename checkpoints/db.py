@@ -12,6 +12,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -428,60 +429,122 @@ def dispose_engines() -> None:
         _engines.clear()
 
 
+class Prepared:
+    """A statement compiled once per dialect to DBAPI SQL, run on the raw connection.
+
+    Every step of a run reads or writes a few rows (its journal record, its events, a
+    memory); SQLAlchemy's execution path (cache key, compiled-cache look-up, result
+    wrappers) cost several times the query itself. A `Prepared` statement is the same
+    SQL, compiled by SQLAlchemy from the same table definitions, with its parameters
+    bound by name in the order the compiled text wants them. Only text and number
+    columns pass through here, which both drivers take and return as they are (no
+    SQLAlchemy type processing is skipped).
+    """
+
+    def __init__(self, build: Callable[[str], Any]) -> None:
+        """`build(dialect_name)`: the statement (bound parameters named, values left out)."""
+        self._build = build
+        self._compiled: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    def sql(self, dialect: str) -> tuple[str, tuple[str, ...]]:
+        """The DBAPI SQL for `dialect` and the parameter names in binding order."""
+        found = self._compiled.get(dialect)
+        if found is None:
+            if dialect == "sqlite":
+                compiled_with: Any = sqlite.dialect(paramstyle="qmark")
+            elif dialect == "postgresql":
+                compiled_with = postgresql.psycopg.dialect(paramstyle="format")  # type: ignore[no-untyped-call]
+            else:  # pragma: no cover - only the two supported backends reach here
+                raise RuntimeError(f"unsupported database dialect {dialect}")
+            compiled = self._build(dialect).compile(dialect=compiled_with)
+            found = (str(compiled), tuple(compiled.positiontup or ()))
+            self._compiled[dialect] = found
+        return found
+
+    def run(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """Execute on `conn`'s transaction; the DBAPI cursor (close it)."""
+        sql, names = self.sql(conn.dialect.name)
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(sql, tuple(params[n] for n in names))
+        except BaseException:
+            cursor.close()
+            raise
+        return cursor
+
+    def rows(self, conn: Connection, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Every row of the result."""
+        cursor = self.run(conn, params)
+        try:
+            return list(cursor.fetchall())
+        finally:
+            cursor.close()
+
+    def first(self, conn: Connection, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        """The first row, or None."""
+        cursor = self.run(conn, params)
+        try:
+            row = cursor.fetchone()
+            return None if row is None else tuple(row)
+        finally:
+            cursor.close()
+
+    def rowcount(self, conn: Connection, params: dict[str, Any]) -> int:
+        """Rows the statement changed."""
+        cursor = self.run(conn, params)
+        try:
+            return int(cursor.rowcount)
+        finally:
+            cursor.close()
+
+    def query(self, engine: Engine, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Every row, read on a connection of its own (no transaction kept open)."""
+        with engine.connect() as conn:
+            return self.rows(conn, params)
+
+
+def named(table: Table, *columns: str) -> dict[str, Any]:
+    """Bound parameters named after `columns`, typed as the table's columns."""
+    return {c: bindparam(c, type_=table.c[c].type) for c in columns}
+
+
+def _insert_builder(
+    table: Table, columns: tuple[str, ...], update: tuple[str, ...] | None
+) -> Callable[[str], Any]:
+    def build(dialect: str) -> Any:
+        stmt: Any = (sqlite if dialect == "sqlite" else postgresql).insert(table)
+        stmt = stmt.values(named(table, *columns))
+        if update is None:
+            return stmt.on_conflict_do_nothing().returning(next(iter(table.primary_key.columns)))
+        keys = [c for c in columns if c not in update]
+        return stmt.on_conflict_do_update(
+            index_elements=keys, set_={c: stmt.excluded[c] for c in update}
+        )
+
+    return build
+
+
+@cache
+def _insert_ignore(table: Table, columns: tuple[str, ...]) -> Prepared:
+    return Prepared(_insert_builder(table, columns, None))
+
+
+@cache
+def _upsert(table: Table, columns: tuple[str, ...], update: tuple[str, ...]) -> Prepared:
+    return Prepared(_insert_builder(table, columns, update))
+
+
 def insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> bool:
     """Insert a row unless its primary/unique key exists; True when the row is new.
 
     This is the idempotency primitive: every side effect's record is keyed by
     checkpointed counters, so a node re-run after a crash inserts nothing twice.
     (RETURNING, not rowcount: psycopg reports 1 for a conflicting DO NOTHING.)
-
-    It runs on the transaction's own DBAPI cursor: every step's journal record and
-    events come through here, and SQLAlchemy's statement execution cost several times
-    the insert itself. The columns written here are text and numbers, which both
-    drivers take as they are (no SQLAlchemy type processing is skipped).
     """
-    sql = _insert_ignore_sql(conn.dialect.name, table, tuple(values))
-    cursor = conn.connection.cursor()
-    try:
-        cursor.execute(sql, tuple(values.values()))
-        return cursor.fetchone() is not None
-    finally:
-        cursor.close()
-
-
-@cache
-def _insert_ignore_sql(dialect: str, table: Table, columns: tuple[str, ...]) -> str:
-    # Built once per table and column set, values bound at execution.
-    if dialect == "sqlite":
-        stmt: Any = sqlite.insert(table)
-        compiled_with: Any = sqlite.dialect(paramstyle="qmark")
-    elif dialect == "postgresql":
-        stmt = postgresql.insert(table)
-        compiled_with = postgresql.psycopg.dialect(paramstyle="format")  # type: ignore[no-untyped-call]
-    else:  # pragma: no cover - only the two supported backends reach here
-        raise RuntimeError(f"unsupported database dialect {dialect}")
-    marker = next(iter(table.primary_key.columns))
-    values = {c: bindparam(c, type_=table.c[c].type) for c in columns}
-    compiled = (
-        stmt.values(values)
-        .on_conflict_do_nothing()
-        .returning(marker)
-        .compile(dialect=compiled_with)
-    )
-    order = compiled.positiontup
-    if order is None or tuple(order) != columns:
-        raise RuntimeError(f"unexpected bind order {order} for {columns}")
-    return str(compiled)
+    return _insert_ignore(table, tuple(values)).first(conn, values) is not None
 
 
 def upsert(conn: Connection, table: Table, values: dict[str, Any], keys: list[str]) -> None:
     """Insert or overwrite a row identified by `keys`."""
-    updates = {k: v for k, v in values.items() if k not in keys}
-    dialect = conn.dialect.name
-    if dialect == "sqlite":
-        stmt: Any = sqlite.insert(table).values(**values)
-    elif dialect == "postgresql":
-        stmt = postgresql.insert(table).values(**values)
-    else:  # pragma: no cover
-        raise RuntimeError(f"unsupported database dialect {dialect}")
-    conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=updates))
+    update = tuple(k for k in values if k not in keys)
+    _upsert(table, tuple(values), update).run(conn, values).close()

@@ -314,9 +314,9 @@ def as_line(run_id: str, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def insert_events(conn: Connection, run_id: str, batch: Iterable[Event]) -> list[dict[str, Any]]:
+def insert_events(conn: Connection, run_id: str, batch: Iterable[Event]) -> list[str]:
     """Insert events inside the caller's transaction; returns the JSONL lines that were new."""
-    fresh: list[dict[str, Any]] = []
+    fresh: list[str] = []
     for ev in batch:
         row = {
             "run_id": run_id,
@@ -327,8 +327,25 @@ def insert_events(conn: Connection, run_id: str, batch: Iterable[Event]) -> list
             "payload": json.dumps(ev.payload, ensure_ascii=False, default=str),
         }
         if insert_ignore(conn, events, row):
-            fresh.append(as_line(run_id, row))
+            fresh.append(line_text(run_id, row))
     return fresh
+
+
+def line_text(run_id: str, row: dict[str, Any]) -> str:
+    """A stored event row's JSONL line, its payload text spliced in as it was stored.
+
+    The same text as `json.dumps(as_line(run_id, row), ensure_ascii=False)` for a payload
+    that `json.dumps(payload, ensure_ascii=False)` wrote. Every event is appended as it
+    commits: decoding the payload just encoded, to encode it again inside the line, cost
+    more than the insert.
+    """
+    return (
+        f'{{"timestamp": {json.dumps(row["timestamp"])}, '
+        f'"run_id": {json.dumps(run_id, ensure_ascii=False)}, '
+        f'"cycle_number": {int(row["cycle"])}, '
+        f'"event_type": {json.dumps(row["event_type"])}, '
+        f'"payload": {row["payload"]}}}'
+    )
 
 
 def log_path(storage: Storage, run_id: str) -> Path:
@@ -337,27 +354,35 @@ def log_path(storage: Storage, run_id: str) -> Path:
 
 
 def append_lines(storage: Storage, run_id: str, lines: Sequence[dict[str, Any]]) -> None:
-    """Append committed events to the run's JSONL mirror."""
+    """Append events (JSONL-shaped dicts) to the run's JSONL mirror."""
     if not lines:
         return
-    path = log_path(storage, run_id)
-    with open_private(path, "a") as fh:
+    with open_private(log_path(storage, run_id), "a") as fh:
         for line in lines:
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
-def mirror_lines(
-    engine: Engine, storage: Storage, run_id: str, lines: Sequence[dict[str, Any]]
-) -> None:
-    """Append committed events to the JSONL mirror; a mirror deleted meanwhile is rebuilt.
+def mirror_lines(engine: Engine, storage: Storage, run_id: str, lines: Sequence[str]) -> None:
+    """Append committed events (`line_text`) to the JSONL mirror; a deleted one is rebuilt.
 
     Appending to a deleted log would start a new file holding only the newest events;
     rebuilt from the database instead, it holds them all (these included, committed).
+    The file is opened without `O_CREAT`, so finding it gone costs nothing extra.
     """
-    if lines and not log_path(storage, run_id).exists():
+    if not lines:
+        return
+    try:
+        fd = os.open(log_path(storage, run_id), os.O_WRONLY | os.O_APPEND)
+    except FileNotFoundError:
         rebuild_log(engine, storage, run_id)
         return
-    append_lines(storage, run_id, lines)
+    try:
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        # One write of the whole batch: O_APPEND puts it at the end in one piece.
+        while data:
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
 
 
 def read_events(

@@ -27,21 +27,19 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, bindparam, func, select
+from sqlalchemy import Connection, Engine, func, select
 
-from contreact.checkpoints.db import Storage, engine_for, insert_ignore, journal
+from contreact.checkpoints.db import Prepared, Storage, engine_for, insert_ignore, journal, named
 from contreact.checkpoints.events import Event, insert_events, mirror_lines
 from contreact.checkpoints.failpoints import failpoint
 
 T = TypeVar("T")
 
-_RECALL = select(journal.c.result).where(
-    journal.c.run_id == bindparam("run_id"), journal.c.key == bindparam("key")
-)
-"""Built once: `recall` runs before every side effect."""
-
-_COUNT = select(func.count()).select_from(journal).where(journal.c.run_id == bindparam("run_id"))
-_KEYS = select(journal.c.key).where(journal.c.run_id == bindparam("run_id"))
+_PARAMS = named(journal, "run_id", "key")
+_RUN, _KEY = journal.c.run_id == _PARAMS["run_id"], journal.c.key == _PARAMS["key"]
+_RECALL = Prepared(lambda _: select(journal.c.result).where(_RUN, _KEY))
+_COUNT = Prepared(lambda _: select(func.count()).select_from(journal).where(_RUN))
+_KEYS = Prepared(lambda _: select(journal.c.key).where(_RUN))
 
 _MISSING: Any = object()
 
@@ -89,8 +87,8 @@ class Ledger:
         if known.invocation != self.invocation:
             params = {"run_id": self.run_id}
             with self.engine.connect() as conn:
-                if conn.execute(_COUNT, params).scalar_one() != len(known.keys):
-                    known.keys = set(conn.execute(_KEYS, params).scalars())
+                if _COUNT.rows(conn, params)[0][0] != len(known.keys):
+                    known.keys = {str(k) for (k,) in _KEYS.rows(conn, params)}
             known.invocation = self.invocation
         return known
 
@@ -100,8 +98,8 @@ class Ledger:
         if known is not None and key not in known.keys:
             return _MISSING
         with self.engine.connect() as conn:
-            raw = conn.execute(_RECALL, {"run_id": self.run_id, "key": key}).scalar_one_or_none()
-        return _MISSING if raw is None else json.loads(raw)
+            row = _RECALL.first(conn, {"run_id": self.run_id, "key": key})
+        return _MISSING if row is None else json.loads(row[0])
 
     MISSING = _MISSING
 

@@ -30,10 +30,10 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, String, bindparam, select, text
 from sqlalchemy.exc import DBAPIError
 
-from contreact.checkpoints.db import insert_ignore, lineages
+from contreact.checkpoints.db import Prepared, insert_ignore, lineages
 from contreact.checkpoints.events import utc_now
 from contreact.checkpoints.fork import ForkPoint, copy_history
 
@@ -62,6 +62,15 @@ class Checkpoint:
     saver: BaseCheckpointSaver[Any] | None
 
 
+_NEWEST = Prepared(
+    lambda _: text(
+        "SELECT checkpoint_id, metadata FROM checkpoints WHERE thread_id = :t "
+        "AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1"
+    ).bindparams(bindparam("t", type_=String))
+)
+"""Run once per graph invocation (a fork-point test), so kept off SQLAlchemy's slow path."""
+
+
 def _newest(engine: Engine, cp: Checkpoint) -> tuple[str, str] | None:
     """(id, metadata source) of the thread's newest saved checkpoint, None if it has none."""
     saver = cp.saver
@@ -73,15 +82,11 @@ def _newest(engine: Engine, cp: Checkpoint) -> tuple[str, str] | None:
         return str(found.config["configurable"]["checkpoint_id"]), str(meta.get("source", ""))
     # The SQLite and PostgreSQL savers keep their checkpoints in our database, in a table
     # of the same shape; a query is far cheaper than loading the checkpoint.
-    query = text(
-        "SELECT checkpoint_id, metadata FROM checkpoints WHERE thread_id = :t "
-        "AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1"
-    )
     try:
         with engine.connect() as conn:
-            row = conn.execute(query, {"t": cp.thread_id}).first()
-    except DBAPIError:  # no checkpoints table: this saver keeps them elsewhere
-        return None
+            row = _NEWEST.first(conn, {"t": cp.thread_id})
+    except (DBAPIError, engine.dialect.loaded_dbapi.Error):
+        return None  # no checkpoints table: this saver keeps them elsewhere
     if row is None:
         return None
     meta = row[1]

@@ -7,6 +7,7 @@ seen by the next invocation (a Studio server replaying a step a CLI resume recor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +23,26 @@ def storage(tmp_path: Path) -> Storage:
     return Storage(f"sqlite:///{tmp_path / 'contreact.db'}", tmp_path)
 
 
+def trace_sql(engine: Engine, seen: Callable[[str], None]) -> None:
+    """Call `seen` with every statement SQLite runs on the engine's connections.
+
+    SQLite's own trace, not SQLAlchemy's events: the journal runs its statements on the
+    raw DBAPI cursor, which SQLAlchemy never sees.
+    """
+    event.listen(engine, "checkout", lambda dbapi, *_: dbapi.set_trace_callback(seen))
+    event.listen(engine, "checkin", lambda dbapi, *_: dbapi and dbapi.set_trace_callback(None))
+
+
 class Statements:
     """Counts the SQL statements an engine runs."""
 
     def __init__(self, engine: Engine) -> None:
         self.count = 0
-        event.listen(engine, "before_cursor_execute", self._seen)
+        trace_sql(engine, self._seen)
 
-    def _seen(self, *_: Any) -> None:
-        self.count += 1
+    def _seen(self, statement: str) -> None:
+        if statement.lstrip().upper().startswith(("SELECT", "INSERT", "UPDATE", "DELETE")):
+            self.count += 1
 
 
 def record_elsewhere(engine: Engine, scope: str, key: str, result: str) -> None:
@@ -87,11 +99,11 @@ def test_a_run_looks_up_no_result_it_did_not_record(storage: Storage) -> None:
     engine = engine_for(storage)
     looked_up: list[str] = []
 
-    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+    def seen(statement: str) -> None:
         if "contreact_journal.result" in statement:
             looked_up.append(statement)
 
-    event.listen(engine, "before_cursor_execute", seen)
+    trace_sql(engine, seen)
     with StubServer().start() as server:
         config = parse_config(
             {"run_id": "fresh", "model": "stub-model", "cycles": 3, "ollama": {"host": server.url}},

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, select
+from sqlalchemy import Connection, Engine, delete, func, select
 
-from contreact.checkpoints.db import memories, upsert
+from contreact.checkpoints.db import Prepared, memories, named, upsert
 
 
 class ToolError(Exception):
@@ -44,18 +44,21 @@ def _check_key(key: str) -> str:
     return key
 
 
+_PARAMS = named(memories, "run_id", "key")
+_RUN, _KEY = memories.c.run_id == _PARAMS["run_id"], memories.c.key == _PARAMS["key"]
+_VALUE = Prepared(lambda _: select(memories.c.value).where(_RUN, _KEY))
+_KEYS = Prepared(lambda _: select(memories.c.key).where(_RUN).order_by(memories.c.key))
+_COUNT = Prepared(lambda _: select(func.count()).select_from(memories).where(_RUN))
+_DELETE = Prepared(lambda _: delete(memories).where(_RUN, _KEY))
+
+
 def _value(session: ToolSession, key: str) -> str | None:
-    row = session.conn.execute(
-        select(memories.c.value).where(memories.c.run_id == session.run_id, memories.c.key == key)
-    ).scalar_one_or_none()
-    return None if row is None else str(row)
+    row = _VALUE.first(session.conn, {"run_id": session.run_id, "key": key})
+    return None if row is None else str(row[0])
 
 
 def _keys(session: ToolSession) -> list[str]:
-    rows = session.conn.execute(
-        select(memories.c.key).where(memories.c.run_id == session.run_id).order_by(memories.c.key)
-    )
-    return [str(k) for (k,) in rows]
+    return [str(k) for (k,) in _KEYS.rows(session.conn, {"run_id": session.run_id})]
 
 
 def write_memory(session: ToolSession, key: str, value: str) -> str:
@@ -112,10 +115,7 @@ def delete_memory(session: ToolSession, key: str) -> str:
         key: The name of the memory to delete.
     """
     _check_key(key)
-    result = session.conn.execute(
-        delete(memories).where(memories.c.run_id == session.run_id, memories.c.key == key)
-    )
-    if not result.rowcount:
+    if not _DELETE.rowcount(session.conn, {"run_id": session.run_id, "key": key}):
         raise ToolError(f"no memory is stored under the key '{key}'")
     return f"Deleted memory '{key}'."
 
@@ -149,4 +149,5 @@ def memory_snapshot(engine: Engine, run_id: str) -> dict[str, str]:
 
 def count_keys(conn: Connection, run_id: str) -> int:
     """How many memories a run holds right now."""
-    return len(_keys(ToolSession(run_id=run_id, conn=conn)))
+    row = _COUNT.first(conn, {"run_id": run_id})
+    return int(row[0]) if row else 0
