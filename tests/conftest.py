@@ -16,13 +16,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from sqlalchemy import Engine, event
 
 from contreact.stub import StubServer
 
@@ -304,3 +305,25 @@ class Terminal:
             return self.proc.wait(timeout=timeout)
         finally:
             os.close(self.master)
+
+
+def trace_sql(engine: Engine, seen: Callable[[str], None]) -> None:
+    """Call `seen` with every statement SQLite runs on the engine's connections.
+
+    SQLite's own trace, not SQLAlchemy's events: the journal runs its statements on the
+    raw DBAPI cursor, which SQLAlchemy never sees.
+    """
+    event.listen(engine, "checkout", lambda dbapi, *_: dbapi.set_trace_callback(seen))
+    event.listen(engine, "checkin", lambda dbapi, *_: dbapi and dbapi.set_trace_callback(None))
+
+
+class Statements:
+    """Counts the SQL statements an engine runs."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.count = 0
+        trace_sql(engine, self._seen)
+
+    def _seen(self, statement: str) -> None:
+        if statement.lstrip().upper().startswith(("SELECT", "INSERT", "UPDATE", "DELETE")):
+            self.count += 1

@@ -7,13 +7,13 @@ seen by the next invocation (a Studio server replaying a step a CLI resume recor
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 
+from conftest import Statements, trace_sql
 from contreact.checkpoints.db import Storage, engine_for, insert_ignore, journal
 from contreact.checkpoints.journal import Ledger
 
@@ -21,28 +21,6 @@ from contreact.checkpoints.journal import Ledger
 @pytest.fixture
 def storage(tmp_path: Path) -> Storage:
     return Storage(f"sqlite:///{tmp_path / 'contreact.db'}", tmp_path)
-
-
-def trace_sql(engine: Engine, seen: Callable[[str], None]) -> None:
-    """Call `seen` with every statement SQLite runs on the engine's connections.
-
-    SQLite's own trace, not SQLAlchemy's events: the journal runs its statements on the
-    raw DBAPI cursor, which SQLAlchemy never sees.
-    """
-    event.listen(engine, "checkout", lambda dbapi, *_: dbapi.set_trace_callback(seen))
-    event.listen(engine, "checkin", lambda dbapi, *_: dbapi and dbapi.set_trace_callback(None))
-
-
-class Statements:
-    """Counts the SQL statements an engine runs."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.count = 0
-        trace_sql(engine, self._seen)
-
-    def _seen(self, statement: str) -> None:
-        if statement.lstrip().upper().startswith(("SELECT", "INSERT", "UPDATE", "DELETE")):
-            self.count += 1
 
 
 def record_elsewhere(engine: Engine, scope: str, key: str, result: str) -> None:
