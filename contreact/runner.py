@@ -48,6 +48,7 @@ from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlrea
 from contreact.graph.state import AgentState, fresh_cycle
 from contreact.graph.wiring import builder, recursion_limit
 from contreact.nodes.ollama_client import ModelCallError
+from contreact.nodes.session import node_started
 from contreact.operator_policy import AskOperator
 from contreact.operator_policy import answer as answer_by_policy
 from contreact.tools.operator import OPERATOR_INTERRUPT
@@ -399,6 +400,7 @@ def _drive_steps(
             # Whether the invocation ended where a cycle closes and nothing else: reflect
             # ran last, the run goes on, and no operator question is pending.
             cycle_closed = False
+            hook = node_started.set(progress.node_started)
             try:
                 for chunk in graph.stream(
                     payload,
@@ -407,20 +409,14 @@ def _drive_steps(
                     context=ctx,
                     durability="sync" if saves_steps else "exit",
                     interrupt_after=["reflect"] if per_cycle else None,
-                    stream_mode=["tasks", "updates"],
+                    stream_mode="updates",
                 ):
-                    mode, data = cast(tuple[str, dict[str, Any]], chunk)
-                    if mode == "tasks" and "input" in data:
-                        progress.node_started(str(data["name"]))
-                    elif mode == "updates":
-                        for node, update in data.items():
-                            if node == "__interrupt__":
-                                cycle_closed = cycle_closed and not update
-                            elif isinstance(update, dict):
-                                progress.update(node, update)
-                                cycle_closed = (
-                                    node == "reflect" and update.get("status") != "completed"
-                                )
+                    for node, update in cast(dict[str, Any], chunk).items():
+                        if node == "__interrupt__":
+                            cycle_closed = cycle_closed and not update
+                        elif isinstance(update, dict):
+                            progress.update(node, update)
+                            cycle_closed = node == "reflect" and update.get("status") != "completed"
             except ModelCallError as error:
                 return finish("failed", error.message)
             except KeyboardInterrupt:
@@ -439,6 +435,8 @@ def _drive_steps(
                     # A storage fault is not the run's failure (`_drive` says it stopped).
                     finish("failed", f"{type(exc).__name__}: {exc}")
                 raise
+            finally:
+                node_started.reset(hook)
             if per_cycle and cycle_closed:
                 # The common case needs no look at the saved state (a checkpoint load).
                 payload = None

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 from collections import OrderedDict
 from collections.abc import Callable
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import TypeVar, cast
 
@@ -200,12 +201,24 @@ def lineage_of(state: AgentState, runtime: Runtime[Context]) -> str:
 
 NodeFunction = TypeVar("NodeFunction", bound=Callable[..., StateUpdate])
 
+node_started: ContextVar[Callable[[str], None] | None] = ContextVar(
+    "contreact_node_started", default=None
+)
+"""Told each node's name as its step begins (the CLI's status line); set by the runner.
+
+A hook rather than LangGraph's "tasks" stream: that stream builds an event holding the
+whole state for every task, at a cost per step that was a tenth of contreact's own."""
+
 
 def step(node: NodeFunction) -> NodeFunction:
     """Wrap a node so that it runs in the right lineage and records a new one in state."""
+    name = node.__name__
 
     @functools.wraps(node)
     def run(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
+        started = node_started.get()
+        if started is not None:
+            started(name)
         lineage = lineage_of(state, runtime)
         if lineage == state.lineage:
             return changes(state, node(state, runtime))

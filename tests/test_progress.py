@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from conftest import Backend, Terminal, cli
+from conftest import Backend, Terminal, cli, scripted_stub
 
 
 def test_demo_on_a_terminal_shows_cycle_and_step(sqlite_backend: Backend) -> None:
@@ -31,3 +32,31 @@ def test_plain_lines_and_quiet_in_a_pipe(sqlite_backend: Backend) -> None:
     assert quiet.returncode == 0
     assert "· step" not in quiet.stdout and "write →" not in quiet.stdout
     assert "cycle 1 reflection:" in quiet.stdout
+
+
+def test_the_runner_names_each_node_as_it_starts(tmp_path: Path) -> None:
+    """The status line's "what it is doing" comes from a hook each node's step calls."""
+    from contreact.checkpoints.db import resolve_storage
+    from contreact.config import parse_config
+    from contreact.runner import SilentProgress, start_run
+
+    class Recorder(SilentProgress):
+        def __init__(self) -> None:
+            self.nodes: list[str] = []
+
+        def node_started(self, node: str) -> None:
+            self.nodes.append(node)
+
+    script = {1: [{"tool_calls": [{"name": "list_memories", "arguments": {}}]}, {"content": "n"}]}
+    progress = Recorder()
+    with scripted_stub(script) as server:
+        config = parse_config(
+            {"run_id": "named", "model": "stub-model", "cycles": 1, "ollama": {"host": server.url}},
+            "test",
+        )
+        outcome = start_run(config, resolve_storage(tmp_path), progress=progress)
+    assert outcome.status == "completed", outcome.reason
+    assert progress.nodes == [
+        "assemble", "invoke", "parse", "dispatch",
+        "assemble", "invoke", "parse", "reflect",
+    ]  # fmt: skip

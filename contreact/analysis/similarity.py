@@ -32,7 +32,7 @@ import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from contreact.graph import defaults as d
@@ -85,7 +85,8 @@ class SimilarityReport:
         with the run, and the log (and the database) grow quadratically. The full
         matrix is recomputed from the reflections when a report needs it (`pairwise`).
         """
-        data = asdict(self)
+        # Not `asdict`: it deep-copies every score, and there is one per earlier cycle.
+        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
         # Highest first, ties to the earliest cycle (as `maximum` is chosen); logged in cycle order.
         top = sorted(self.scores, key=lambda s: (-s[1], s[0]))[:LOGGED_SCORES]
         data["scores"] = [{"cycle": c, "score": s} for c, s in sorted(top)]
