@@ -405,13 +405,22 @@ def profile_contreact(stub: StubProcess, where: BenchStorage, cycles: int) -> No
 
     from sqlalchemy import event
 
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.db import Prepared, engine_for
 
     engine = engine_for(where.storage())
     counts: dict[str, int] = defaultdict(int)
 
     def statement(*_: Any) -> None:
         counts["statements"] += 1
+
+    # Hot-path statements run on the raw DBAPI cursor, which SQLAlchemy's events never see.
+    prepared_run = Prepared.run
+
+    def counted_run(self: Prepared, conn: Any, params: dict[str, Any]) -> Any:
+        counts["statements"] += 1
+        return prepared_run(self, conn, params)
+
+    Prepared.run = counted_run  # type: ignore[method-assign]
 
     def checkout(*_: Any) -> None:
         counts["checkouts"] += 1
@@ -437,9 +446,10 @@ def profile_contreact(stub: StubProcess, where: BenchStorage, cycles: int) -> No
         threading.setprofile(None)  # type: ignore[arg-type]
         for target, name, fn in hooks:
             event.remove(target, name, fn)
+        Prepared.run = prepared_run  # type: ignore[method-assign]
     calls = len(stub.requests())
     print(
-        f"\ncontreact's own SQL per model call (SQLAlchemy engine; the saver's are LangGraph's): "
+        f"\ncontreact's own SQL per model call (its engine; the saver's are LangGraph's): "
         f"{counts['statements'] / calls:.1f} statements, {counts['transactions'] / calls:.1f} "
         f"explicit transactions, {counts['checkouts'] / calls:.1f} pool checkouts"
     )
