@@ -11,6 +11,7 @@ cycle in the `step` policy is dominated by the same bytes written a dozen times.
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import zlib
 from collections.abc import Iterator
@@ -70,6 +71,37 @@ class CompressingSerializer(JsonPlusSerializer):
         return super().loads_typed(data)
 
 
+SHORT_PREFIX = "+"
+"""Marks our channel versions; it sorts before the digits of LangGraph's (see `next_version`)."""
+
+
+def next_version(current: str | int | None) -> str:
+    """The channel version after `current`: short for new threads, LangGraph's for old ones.
+
+    LangGraph's SQLite and PostgreSQL savers write `{n:032}.{random float:016}`, 49
+    characters, and every checkpoint stores one per channel and per channel a node has
+    seen: a fifth of a `step` checkpoint's bytes on PostgreSQL, where they are not
+    compressed. Ours is `+{n:09}.{48 random bits:012x}` (23). The counter orders versions
+    (LangGraph compares them as strings, and bumps every channel it updates past the
+    greatest version in the checkpoint); the random part keeps two forks of one thread
+    from writing different values under the same version (the PostgreSQL saver shares
+    blobs between checkpoints by channel and version).
+
+    The `+` makes every short version sort below every long one, and `int()` still reads
+    its counter. That matters because LangGraph's API server (Studio) writes long versions
+    whatever the saver says: a thread it continues moves to long versions, which then
+    outrank all the short ones, and from then on this function keeps them long too.
+    """
+    if isinstance(current, str):
+        counter = current.split(".", 1)[0]
+        if not counter.startswith(SHORT_PREFIX):
+            return f"{int(counter) + 1:032}.{random.random():016}"
+        number = int(counter)
+    else:
+        number = current or 0
+    return f"{SHORT_PREFIX}{number + 1:09}.{random.getrandbits(48):012x}"
+
+
 def serializer() -> JsonPlusSerializer:
     """The checkpoint serializer: LangGraph's, compressing, with our own types allowed by name.
 
@@ -91,6 +123,32 @@ def connect_sqlite(storage: Storage) -> sqlite3.Connection:
     return conn
 
 
+class ShortVersions:
+    """Mixed into every saver that writes our threads (CLI and Studio): one version format."""
+
+    def get_next_version(self, current: Any, channel: None) -> str:
+        """See `next_version`."""
+        return next_version(current)
+
+
+def _sqlite_saver() -> Any:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    class ContreactSqliteSaver(ShortVersions, SqliteSaver):
+        """SqliteSaver with shorter channel versions for new threads."""
+
+    return ContreactSqliteSaver
+
+
+def _postgres_saver() -> Any:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    class ContreactPostgresSaver(ShortVersions, PostgresSaver):
+        """PostgresSaver with shorter channel versions for new threads."""
+
+    return ContreactPostgresSaver
+
+
 @contextmanager
 def open_saver(storage: Storage | None) -> Iterator[BaseCheckpointSaver[Any]]:
     """Open the checkpointer for `storage` (`None` means in-memory, for tests and chat)."""
@@ -98,19 +156,15 @@ def open_saver(storage: Storage | None) -> Iterator[BaseCheckpointSaver[Any]]:
         yield InMemorySaver(serde=serializer())
         return
     if storage.is_sqlite:
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
         conn = connect_sqlite(storage)
         try:
-            saver = SqliteSaver(conn, serde=serializer())
+            saver: Any = _sqlite_saver()(conn, serde=serializer())
             saver.setup()
             yield saver
         finally:
             conn.close()
         return
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    with PostgresSaver.from_conn_string(storage.libpq_url) as pg_saver:
+    with _postgres_saver().from_conn_string(storage.libpq_url) as pg_saver:
         pg_saver.serde = serializer()
         pg_saver.setup()
         yield pg_saver

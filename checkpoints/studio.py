@@ -53,7 +53,7 @@ from contreact.checkpoints.registry import (
     list_runs,
     set_status,
 )
-from contreact.checkpoints.saver import serializer
+from contreact.checkpoints.saver import ShortVersions, serializer
 
 log = logging.getLogger("contreact.studio")
 
@@ -91,7 +91,7 @@ async def _refuse_registered(registry: Engine, thread_id: str) -> None:
         )
 
 
-class StudioSqliteSaver(AsyncSqliteSaver):
+class StudioSqliteSaver(ShortVersions, AsyncSqliteSaver):
     """AsyncSqliteSaver that keeps the checkpoints of runs registered by the CLI."""
 
     def __init__(self, conn: Any, *, registry: Engine) -> None:
@@ -110,7 +110,7 @@ class StudioSqliteSaver(AsyncSqliteSaver):
         await super().adelete_thread(thread_id)
 
 
-class StudioPostgresSaver(AsyncPostgresSaver):
+class StudioPostgresSaver(ShortVersions, AsyncPostgresSaver):
     """AsyncPostgresSaver that keeps the checkpoints of runs registered by the CLI."""
 
     def __init__(self, conn: Any, *, registry: Engine) -> None:
