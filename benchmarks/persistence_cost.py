@@ -414,13 +414,14 @@ def profile_contreact(stub: StubProcess, where: BenchStorage, cycles: int) -> No
         counts["statements"] += 1
 
     # Hot-path statements run on the raw DBAPI cursor, which SQLAlchemy's events never see.
-    prepared_run = Prepared.run
+    # (`Prepared.sql` is looked up once per execution.)
+    prepared_sql = Prepared.sql
 
-    def counted_run(self: Prepared, conn: Any, params: dict[str, Any]) -> Any:
+    def counted_sql(self: Prepared, dialect: str) -> tuple[str, tuple[str, ...]]:
         counts["statements"] += 1
-        return prepared_run(self, conn, params)
+        return prepared_sql(self, dialect)
 
-    Prepared.run = counted_run  # type: ignore[method-assign]
+    Prepared.sql = counted_sql  # type: ignore[method-assign]
 
     def checkout(*_: Any) -> None:
         counts["checkouts"] += 1
@@ -446,7 +447,7 @@ def profile_contreact(stub: StubProcess, where: BenchStorage, cycles: int) -> No
         threading.setprofile(None)  # type: ignore[arg-type]
         for target, name, fn in hooks:
             event.remove(target, name, fn)
-        Prepared.run = prepared_run  # type: ignore[method-assign]
+        Prepared.sql = prepared_sql  # type: ignore[method-assign]
     calls = len(stub.requests())
     print(
         f"\ncontreact's own SQL per model call (its engine; the saver's are LangGraph's): "

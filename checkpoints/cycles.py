@@ -111,8 +111,7 @@ def earlier_notes(engine: Engine, run_id: str, *, before: int) -> tuple[Note, ..
     upto, notes = known if known is not None else (1, ())
     if before <= upto:
         return notes if before == upto else tuple(n for n in notes if n.cycle < before)
-    with engine.connect() as conn:
-        rows = _NOTES.rows(conn, {"run_id": run_id, "since": upto, "before": before})
+    rows = _NOTES.query(engine, {"run_id": run_id, "since": upto, "before": before})
     notes += tuple(Note(int(c), str(o or ""), str(r)) for c, o, r in rows)
     # Known up to the newest row read: a cycle not finished yet is asked for again.
     upto = notes[-1].cycle + 1 if notes else upto

@@ -12,7 +12,8 @@ import hashlib
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -461,41 +462,37 @@ class Prepared:
             self._compiled[dialect] = found
         return found
 
-    def run(self, conn: Connection, params: dict[str, Any]) -> Any:
-        """Execute on `conn`'s transaction; the DBAPI cursor (close it)."""
+    @contextmanager
+    def _cursor(self, conn: Connection, params: dict[str, Any]) -> Iterator[Any]:
+        """The DBAPI cursor the statement ran on, in `conn`'s transaction; closed after."""
         sql, names = self.sql(conn.dialect.name)
         cursor = conn.connection.cursor()
         try:
             cursor.execute(sql, tuple(params[n] for n in names))
-        except BaseException:
+            yield cursor
+        finally:
             cursor.close()
-            raise
-        return cursor
+
+    def execute(self, conn: Connection, params: dict[str, Any]) -> None:
+        """Run it for its effect."""
+        with self._cursor(conn, params):
+            pass
 
     def rows(self, conn: Connection, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Every row of the result."""
-        cursor = self.run(conn, params)
-        try:
-            return list(cursor.fetchall())
-        finally:
-            cursor.close()
+        with self._cursor(conn, params) as cursor:
+            return [tuple(row) for row in cursor.fetchall()]
 
     def first(self, conn: Connection, params: dict[str, Any]) -> tuple[Any, ...] | None:
         """The first row, or None."""
-        cursor = self.run(conn, params)
-        try:
+        with self._cursor(conn, params) as cursor:
             row = cursor.fetchone()
             return None if row is None else tuple(row)
-        finally:
-            cursor.close()
 
     def rowcount(self, conn: Connection, params: dict[str, Any]) -> int:
         """Rows the statement changed."""
-        cursor = self.run(conn, params)
-        try:
+        with self._cursor(conn, params) as cursor:
             return int(cursor.rowcount)
-        finally:
-            cursor.close()
 
     def query(self, engine: Engine, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Every row, read on a connection of its own (no transaction kept open)."""
@@ -547,4 +544,4 @@ def insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> boo
 def upsert(conn: Connection, table: Table, values: dict[str, Any], keys: list[str]) -> None:
     """Insert or overwrite a row identified by `keys`."""
     update = tuple(k for k in values if k not in keys)
-    _upsert(table, tuple(values), update).run(conn, values).close()
+    _upsert(table, tuple(values), update).execute(conn, values)

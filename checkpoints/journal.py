@@ -87,7 +87,7 @@ class Ledger:
         if known.invocation != self.invocation:
             params = {"run_id": self.run_id}
             with self.engine.connect() as conn:
-                if _COUNT.rows(conn, params)[0][0] != len(known.keys):
+                if _COUNT.first(conn, params) != (len(known.keys),):
                     known.keys = {str(k) for (k,) in _KEYS.rows(conn, params)}
             known.invocation = self.invocation
         return known

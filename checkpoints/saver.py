@@ -16,6 +16,7 @@ import sqlite3
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -131,6 +132,7 @@ class ShortVersions:
         return next_version(current)
 
 
+@cache
 def _sqlite_saver() -> Any:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -140,6 +142,7 @@ def _sqlite_saver() -> Any:
     return ContreactSqliteSaver
 
 
+@cache
 def _postgres_saver() -> Any:
     from langgraph.checkpoint.postgres import PostgresSaver
 
