@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contreact.analysis import similarity
 from contreact.analysis.similarity import (
@@ -198,3 +200,38 @@ def test_payload_keeps_only_the_highest_scores_so_events_do_not_grow_with_the_ru
     assert kept == sorted(best)  # the highest ones, earliest first on ties, in cycle order
     assert max(s for _, s in kept) == max(s for _, s in scores)
     assert min(s for _, s in kept) >= sorted((s for _, s in scores), reverse=True)[4]
+
+
+_WORDS = st.sampled_from(
+    ["memory", "explore", "exploring", "notes", "theme", "tides", "记忆", "结构", "a", "42", ""]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    reflection=st.lists(_WORDS, max_size=12).map(" ".join),
+    earlier=st.lists(st.lists(_WORDS, max_size=12).map(" ".join), min_size=1, max_size=8),
+)
+def test_the_monitors_array_scores_equal_the_tfidf_cosines_of_the_reports(
+    reflection: str, earlier: list[str]
+) -> None:
+    """The monitor's scores and the reports' matrix are one measure.
+
+    `lexical_scores` (numpy, per cycle) and `tfidf_vectors` + `sparse_cosine` (reports):
+    the same idf over the texts compared, the same cosine, empty texts scoring 0.
+    """
+    from contreact.analysis.similarity import sparse_cosine, tfidf_vectors
+
+    vectors = tfidf_vectors([reflection, *earlier])
+    expected = [round(sparse_cosine(vectors[0], v), 4) for v in vectors[1:]]
+    got = lexical_scores(reflection, list(enumerate(earlier, start=1)))
+    assert [c for c, _ in got] == list(range(1, len(earlier) + 1))
+    assert [s for _, s in got] == pytest.approx(expected, abs=1.01e-4)
+
+
+def test_array_scores_do_not_depend_on_what_else_the_process_scored() -> None:
+    """Texts share one vocabulary per process; a run's scores must not see another run's."""
+    earlier = [(1, PLAN), (2, OTHER)]
+    alone = lexical_scores(PLAN + " Again.", earlier)
+    lexical_scores("unrelated words about gardens and tides", [(1, "orchards, rain, 雨")])
+    assert lexical_scores(PLAN + " Again.", earlier) == alone
