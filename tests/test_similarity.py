@@ -235,3 +235,18 @@ def test_array_scores_do_not_depend_on_what_else_the_process_scored() -> None:
     alone = lexical_scores(PLAN + " Again.", earlier)
     lexical_scores("unrelated words about gardens and tides", [(1, "orchards, rain, 雨")])
     assert lexical_scores(PLAN + " Again.", earlier) == alone
+
+
+@pytest.mark.parametrize("dense_cells", [8_000_000, 0], ids=["dense", "row-by-row"])
+def test_the_reports_matrix_is_the_tfidf_cosine_of_every_pair(
+    dense_cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways of computing a report's matrix give `sparse_cosine` of `tfidf_vectors`."""
+    from contreact.analysis.similarity import sparse_cosine, tfidf_vectors
+
+    monkeypatch.setattr(similarity, "DENSE_CELLS", dense_cells)
+    texts = [PLAN, OTHER, PLAN + " Again.", "记忆的结构", "tides and gulls, again", "x"]
+    vectors = tfidf_vectors(texts)
+    expected = [[round(sparse_cosine(a, b), 4) for b in vectors] for a in vectors]
+    got = pairwise(list(enumerate(texts, start=1))).matrix
+    assert got == expected
