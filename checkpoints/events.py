@@ -11,6 +11,7 @@ whenever a run starts or resumes, which closes the window between a commit and i
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -51,11 +52,22 @@ class Payload:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON payload (a field named like a keyword, `from_`, is the key `from`)."""
-        return {
-            f.name.rstrip("_"): getattr(self, f.name)
-            for f in fields(self)  # type: ignore[arg-type]
-            if not (f.name in self.optional and getattr(self, f.name) is None)
-        }
+        out = {}
+        for name, key, optional in self._keys():
+            value = getattr(self, name)
+            if not (optional and value is None):
+                out[key] = value
+        return out
+
+    @classmethod
+    @functools.cache
+    def _keys(cls) -> tuple[tuple[str, str, bool], ...]:
+        # (field, payload key, left out while None) once per class: every event is built
+        # on the hot path, and `fields()` walks the dataclass machinery each time.
+        return tuple(
+            (f.name, f.name.rstrip("_"), f.name in cls.optional)
+            for f in fields(cls)  # type: ignore[arg-type]
+        )
 
     @classmethod
     def read(cls, payload: dict[str, Any]) -> Self:

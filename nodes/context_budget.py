@@ -23,6 +23,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -62,6 +63,8 @@ _CJK = re.compile(
 _NOT_LATIN = re.compile("[^\u0000-\u036f\u1e00-\u1eff\u2000-\u206f]")
 
 
+# Every step re-estimates the system text and the cycle's turns, which rarely change.
+@lru_cache(maxsize=512)
 def estimate_tokens(text: str) -> int:
     """Estimate how many tokens ``text`` costs, without a tokenizer.
 

@@ -94,6 +94,20 @@ def new_since_last_call(prompt: Sequence[BaseMessage], step: int) -> list[BaseMe
     return list(prompt[last_ai + 1 :])
 
 
+_bound: dict[int, tuple[Any, Any]] = {}
+"""id(client) -> (client, client with the tool schemas bound): converting the schemas on
+every call cost more than the rest of the request's set-up."""
+
+
+def _with_tools(client: Any) -> Any:
+    found = _bound.get(id(client))
+    if found is None or found[0] is not client:
+        if len(_bound) >= 64:  # clients are few (one per model and host); test doubles are not
+            _bound.clear()
+        found = _bound[id(client)] = (client, client.bind_tools(TOOL_SCHEMAS))
+    return found[1]
+
+
 def _call_model(
     ctx: Context, prompt: list[BaseMessage], with_tools: bool, *, may_switch: bool = False
 ) -> dict[str, Any]:
@@ -106,7 +120,7 @@ def _call_model(
     client = ctx.chat_model or chat_client(
         ctx.model, ctx.ollama_host, ctx.timeout_s, ctx.keep_alive, ctx.reasoning
     )
-    runnable: Any = client.bind_tools(TOOL_SCHEMAS) if with_tools else client
+    runnable: Any = _with_tools(client) if with_tools else client
 
     def once() -> dict[str, Any]:
         started = time.monotonic()
