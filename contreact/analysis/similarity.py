@@ -137,9 +137,9 @@ def char_ngrams(text: str, low: int = 3, high: int = 5) -> Counter[str]:
 
 @functools.lru_cache(maxsize=4096)
 def _cached_ngrams(text: str) -> Counter[str]:
-    # The monitor scores each cycle's note against every earlier one, and earlier notes
-    # never change: their n-grams are counted once per process, not once per cycle.
-    # Read only (`tfidf_vectors` and `lexical_scores` never change a Counter they are given).
+    # The reference scoring (`tfidf_vectors`, which the array scoring must equal) counts
+    # each text once per process, as the monitor did before it moved to arrays.
+    # Read only (`tfidf_vectors` never changes a Counter it is given).
     return char_ngrams(text)
 
 
@@ -235,6 +235,41 @@ class _GramIndex:
 _grams = _GramIndex()
 
 
+@dataclass(frozen=True)
+class _Weighted:
+    """The TF-IDF weights of some texts' n-grams, flat: text i owns `ids[starts[i]:starts[i+1]]`."""
+
+    ids: np.ndarray
+    weights: np.ndarray
+    owner: np.ndarray
+    starts: np.ndarray
+    norms: np.ndarray
+    size: int
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> _Weighted:
+        """Weights with idf smoothed over `texts` (`tfidf_vectors`' definition)."""
+        arrays, size = _grams.arrays(texts)
+        n = len(texts)
+        lengths = [len(a[0]) for a in arrays]
+        ids = np.concatenate([a[0] for a in arrays])
+        owner = np.repeat(np.arange(n), lengths)
+        df = np.bincount(ids, minlength=size)
+        weights = np.concatenate([a[1] for a in arrays]) * (np.log((1 + n) / (1 + df[ids])) + 1)
+        norms = np.sqrt(np.bincount(owner, weights=weights * weights, minlength=n))
+        starts = np.concatenate([[0], np.cumsum(lengths)])
+        return cls(ids, weights, owner, starts, norms, size)
+
+    def dots(self, i: int) -> np.ndarray:
+        """Dot product of text `i`'s vector with every text's."""
+        row = np.zeros(self.size)
+        mine = slice(self.starts[i], self.starts[i + 1])
+        row[self.ids[mine]] = self.weights[mine]
+        return np.bincount(
+            self.owner, weights=self.weights * row[self.ids], minlength=len(self.norms)
+        )
+
+
 def lexical_scores(reflection: str, earlier: Sequence[tuple[int, str]]) -> list[tuple[int, float]]:
     """Character n-gram TF-IDF cosine of `reflection` against each earlier one.
 
@@ -244,28 +279,10 @@ def lexical_scores(reflection: str, earlier: Sequence[tuple[int, str]]) -> list[
     """
     if not earlier:
         return []
-    (query, *docs), size = _grams.arrays([reflection, *(t for _, t in earlier)])
-    ids = np.concatenate([d[0] for d in docs])
-    counts = np.concatenate([d[1] for d in docs])
-    owner = np.repeat(np.arange(len(docs)), [len(d[0]) for d in docs])
-    # Document frequency over all the texts compared, the reflection included.
-    df = np.bincount(ids, minlength=size)
-    df[query[0]] += 1
-    n = len(docs) + 1
-    # Each term's idf once (a vocabulary may be shared by other runs: then per occurrence).
-    if size <= len(ids):
-        idf = np.log((1 + n) / (1 + df)) + 1
-        weights, query_weights = counts * idf[ids], query[1] * idf[query[0]]
-    else:
-        weights = counts * (np.log((1 + n) / (1 + df[ids])) + 1)
-        query_weights = query[1] * (np.log((1 + n) / (1 + df[query[0]])) + 1)
-    query_vector = np.zeros(size)
-    query_vector[query[0]] = query_weights
-    query_norm = math.sqrt(float(query_vector @ query_vector))
-    dots = np.bincount(owner, weights=weights * query_vector[ids], minlength=len(docs))
-    norms = np.sqrt(np.bincount(owner, weights=weights * weights, minlength=len(docs)))
+    texts = _Weighted.of([reflection, *(t for _, t in earlier)])
+    query_norm, norms = float(texts.norms[0]), texts.norms[1:].tolist()
     scores = []
-    for (cycle, _), dot, norm in zip(earlier, dots.tolist(), norms.tolist(), strict=True):
+    for (cycle, _), dot, norm in zip(earlier, texts.dots(0)[1:].tolist(), norms, strict=True):
         cosine = dot / (query_norm * norm) if query_norm and norm else 0.0
         scores.append((cycle, round(max(-1.0, min(1.0, cosine)), 4)))
     return scores
@@ -476,25 +493,15 @@ def lexical_matrix(texts: Sequence[str]) -> list[list[float]]:
     The same cosines as `tfidf_vectors` + `sparse_cosine`, on arrays: a report's heatmap
     of a 200-cycle run took 8 s as Python loops over sparse vectors.
     """
-    arrays, size = _grams.arrays(texts)
+    w = _Weighted.of(texts)
     n = len(texts)
-    ids = np.concatenate([a[0] for a in arrays])
-    owner = np.repeat(np.arange(n), [len(a[0]) for a in arrays])
-    df = np.bincount(ids, minlength=size)
-    weights = np.concatenate([a[1] for a in arrays]) * (np.log((1 + n) / (1 + df[ids])) + 1)
-    norms = np.sqrt(np.bincount(owner, weights=weights * weights, minlength=n))
-    if n * size <= DENSE_CELLS:
-        dense = np.zeros((n, size))
-        dense[owner, ids] = weights
+    if n * w.size <= DENSE_CELLS:
+        dense = np.zeros((n, w.size))
+        dense[w.owner, w.ids] = w.weights
         dots = dense @ dense.T
     else:
-        dots = np.empty((n, n))
-        for i in range(n):
-            row = np.zeros(size)
-            mine = owner == i
-            row[ids[mine]] = weights[mine]
-            dots[i] = np.bincount(owner, weights=weights * row[ids], minlength=n)
-    scale = np.outer(norms, norms)
+        dots = np.array([w.dots(i) for i in range(n)])
+    scale = np.outer(w.norms, w.norms)
     with np.errstate(divide="ignore", invalid="ignore"):
         cosines = np.where(scale > 0, dots / scale, 0.0)
     return np.clip(cosines, -1.0, 1.0).tolist()  # type: ignore[no-any-return]
