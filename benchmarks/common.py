@@ -152,7 +152,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: st
         title: A line printed above the table.
     """
     cells = [[_cell(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
     numeric = [all(_is_number(r[i]) for r in cells) and bool(cells) for i in range(len(headers))]
 
     def line(values: Sequence[str]) -> str:

@@ -363,27 +363,6 @@ def no_jsonl() -> AbstractContextManager[None]:
     return _patched(journal, "mirror_lines", lambda *args: None)
 
 
-def updates_only() -> AbstractContextManager[None]:
-    """Stream only "updates" (the runner also asks for "tasks", for its node-start events)."""
-    import contreact.runner as runner
-
-    original = runner.builder
-
-    class Builder:
-        def compile(self, **kwargs: Any) -> Any:
-            graph = original.compile(**kwargs)
-            stream = graph.stream
-
-            def patched(*args: Any, **kw: Any) -> Any:
-                kw["stream_mode"] = ["updates"]
-                return stream(*args, **kw)
-
-            graph.stream = patched  # type: ignore[method-assign]
-            return graph
-
-    return _patched(runner, "builder", Builder())
-
-
 def no_recall() -> AbstractContextManager[None]:
     """Skip the journal look-up before each side effect (safe only for a fresh run)."""
     from contreact.checkpoints.journal import Ledger
@@ -582,7 +561,6 @@ def ablate(stub: StubProcess, where: BenchStorage, cycles: int, reps: int) -> No
         ("  no JSONL mirror of events", shipped(no_jsonl)),
         ("  no event rows", shipped(no_event_rows)),
         ("  no journal look-up before side effects", shipped(no_recall)),
-        ('  stream "updates" only (no "tasks" events)', shipped(updates_only)),
         ("  no fork-point check per step (lineage_of)", shipped(no_lineage_check)),
         ("  PostgreSQL pool without pre-ping", shipped(no_pre_ping)),
         ("  no similarity monitor", shipped(nullcontext, similarity={"enabled": False})),

@@ -16,9 +16,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Engine, Integer, bindparam, select
+from sqlalchemy import Engine, Integer, bindparam, select
 
-from contreact.checkpoints.db import Prepared, cycles, insert_ignore, named
+from contreact.checkpoints.db import Prepared, Tx, cycles, insert_ignore, named
 
 
 class Note(NamedTuple):
@@ -43,7 +43,7 @@ class CycleRecord:
     advisory: str | None = None
 
 
-def insert_cycle(conn: Connection, run_id: str, record: CycleRecord) -> bool:
+def insert_cycle(conn: Tx, run_id: str, record: CycleRecord) -> bool:
     """Store a finished cycle (idempotent); True when new."""
     return insert_ignore(
         conn,

@@ -12,17 +12,17 @@ import hashlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import (
     Boolean,
     Column,
-    Connection,
     Engine,
     Float,
     Integer,
@@ -41,7 +41,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.exc import DBAPIError
 
 from contreact.checkpoints.locations import DB_FILENAME, default_data_dir
@@ -430,6 +430,135 @@ def dispose_engines() -> None:
         _engines.clear()
 
 
+class Tx(Protocol):
+    """Where a statement of a side effect's transaction runs (see `transaction`).
+
+    A SQLAlchemy `Connection` in a transaction is one; so is the held connection of a
+    driving thread. `Prepared` statements need nothing more than these two attributes.
+    """
+
+    @property
+    def dialect(self) -> Dialect:
+        """The database's dialect (its name picks the compiled SQL)."""
+        ...
+
+    @property
+    def connection(self) -> Any:
+        """The DBAPI connection (sqlite3 or psycopg, behind SQLAlchemy's pool proxy)."""
+        ...
+
+
+@dataclass(frozen=True)
+class _HeldTx:
+    dialect: Dialect
+    connection: Any
+
+
+PING_AFTER_IDLE_S = 1.0
+"""A held PostgreSQL connection idle longer than this is pinged before its next
+transaction (what `pool_pre_ping` does at every checkout): a server restarted during a
+long model call is noticed before the call's result has to be recorded. Back-to-back
+transactions (a fast model) skip the round trip."""
+
+
+class _Held:
+    """One thread's connection for its side-effect transactions, checked out once."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.conn: Any = None
+        self.used = 0.0
+        self.busy = False
+        """In a transaction: a nested one (an event logged while an effect fails) takes
+        a connection of its own, as it always did, instead of committing this one's."""
+
+    def _checked_out(self) -> Any:
+        conn = self.conn
+        if (
+            conn is not None
+            and self.engine.dialect.name != "sqlite"
+            and time.monotonic() - self.used > PING_AFTER_IDLE_S
+        ):
+            try:
+                self.engine.dialect.do_ping(conn.dbapi_connection)
+            except Exception:
+                self.drop(invalidate=True)
+                conn = None
+        if conn is None:
+            conn = self.conn = self.engine.raw_connection()
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        conn = self._checked_out()
+        self.busy = True
+        try:
+            yield _HeldTx(self.engine.dialect, conn)
+            conn.commit()
+        except BaseException:
+            try:
+                conn.rollback()
+            except Exception:
+                self.drop(invalidate=True)
+            raise
+        finally:
+            self.busy = False
+            self.used = time.monotonic()
+
+    def drop(self, *, invalidate: bool = False) -> None:
+        """Give the connection back to the pool (or discard it, when it is broken)."""
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        try:
+            if invalidate:
+                conn.invalidate()
+            else:
+                conn.close()
+        except Exception:
+            pass  # a broken connection cannot be returned; the pool replaces it
+
+
+_held = threading.local()
+
+
+@contextmanager
+def held_connection(engine: Engine) -> Iterator[None]:
+    """Run this thread's side-effect transactions on `engine` on one connection meanwhile.
+
+    A run's driver makes two or three small transactions per model call (the journal
+    record with its events, the memory change); going through `Engine.begin` each time
+    (pool checkout, transaction object, events, return, and on PostgreSQL a ping) cost
+    more than the statements. Only the thread that enters the block uses the connection,
+    and it is back in the pool when the block ends; other threads (Studio's workers)
+    keep using `Engine.begin`.
+    """
+    held: dict[Engine, _Held] = _held.__dict__.setdefault("by_engine", {})
+    if engine in held:
+        yield
+        return
+    held[engine] = _Held(engine)
+    try:
+        yield
+    finally:
+        held.pop(engine).drop()
+
+
+@contextmanager
+def transaction(engine: Engine) -> Iterator[Tx]:
+    """One transaction: committed when the block ends, rolled back if it raises.
+
+    On this thread's held connection inside `held_connection`, else via `Engine.begin`.
+    """
+    held = getattr(_held, "by_engine", {}).get(engine)
+    if held is None or held.busy:
+        with engine.begin() as conn:
+            yield conn
+        return
+    with held.transaction() as tx:
+        yield tx
+
+
 class Prepared:
     """A statement compiled once per dialect to DBAPI SQL, run on the raw connection.
 
@@ -463,7 +592,7 @@ class Prepared:
         return found
 
     @contextmanager
-    def _cursor(self, conn: Connection, params: dict[str, Any]) -> Iterator[Any]:
+    def _cursor(self, conn: Tx, params: dict[str, Any]) -> Iterator[Any]:
         """The DBAPI cursor the statement ran on, in `conn`'s transaction; closed after."""
         sql, names = self.sql(conn.dialect.name)
         cursor = conn.connection.cursor()
@@ -473,23 +602,23 @@ class Prepared:
         finally:
             cursor.close()
 
-    def execute(self, conn: Connection, params: dict[str, Any]) -> None:
+    def execute(self, conn: Tx, params: dict[str, Any]) -> None:
         """Run it for its effect."""
         with self._cursor(conn, params):
             pass
 
-    def rows(self, conn: Connection, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    def rows(self, conn: Tx, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Every row of the result."""
         with self._cursor(conn, params) as cursor:
             return [tuple(row) for row in cursor.fetchall()]
 
-    def first(self, conn: Connection, params: dict[str, Any]) -> tuple[Any, ...] | None:
+    def first(self, conn: Tx, params: dict[str, Any]) -> tuple[Any, ...] | None:
         """The first row, or None."""
         with self._cursor(conn, params) as cursor:
             row = cursor.fetchone()
             return None if row is None else tuple(row)
 
-    def rowcount(self, conn: Connection, params: dict[str, Any]) -> int:
+    def rowcount(self, conn: Tx, params: dict[str, Any]) -> int:
         """Rows the statement changed."""
         with self._cursor(conn, params) as cursor:
             return int(cursor.rowcount)
@@ -531,7 +660,7 @@ def _upsert(table: Table, columns: tuple[str, ...], update: tuple[str, ...]) -> 
     return Prepared(_insert_builder(table, columns, update))
 
 
-def insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> bool:
+def insert_ignore(conn: Tx, table: Table, values: dict[str, Any]) -> bool:
     """Insert a row unless its primary/unique key exists; True when the row is new.
 
     This is the idempotency primitive: every side effect's record is keyed by
@@ -541,7 +670,7 @@ def insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> boo
     return _insert_ignore(table, tuple(values)).first(conn, values) is not None
 
 
-def upsert(conn: Connection, table: Table, values: dict[str, Any], keys: list[str]) -> None:
+def upsert(conn: Tx, table: Table, values: dict[str, Any], keys: list[str]) -> None:
     """Insert or overwrite a row identified by `keys`."""
     update = tuple(k for k in values if k not in keys)
     _upsert(table, tuple(values), update).execute(conn, values)

@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Engine, func, select
 
-from contreact.checkpoints.db import Storage, events, insert_ignore
+from contreact.checkpoints.db import Storage, Tx, events, insert_ignore
 from contreact.checkpoints.private_files import open_private
 
 EventType = Literal[
@@ -326,7 +326,7 @@ def as_line(run_id: str, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def insert_events(conn: Connection, run_id: str, batch: Iterable[Event]) -> list[str]:
+def insert_events(conn: Tx, run_id: str, batch: Iterable[Event]) -> list[str]:
     """Insert events inside the caller's transaction; returns the JSONL lines that were new."""
     fresh: list[str] = []
     for ev in batch:

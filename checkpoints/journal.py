@@ -27,9 +27,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Engine, func, select
 
-from contreact.checkpoints.db import Prepared, Storage, engine_for, insert_ignore, journal, named
+from contreact.checkpoints.db import (
+    Prepared,
+    Storage,
+    Tx,
+    engine_for,
+    insert_ignore,
+    journal,
+    named,
+    transaction,
+)
 from contreact.checkpoints.events import Event, insert_events, mirror_lines
 from contreact.checkpoints.failpoints import failpoint
 
@@ -107,7 +116,7 @@ class Ledger:
         self,
         key: str,
         cycle: int,
-        act: Callable[[Connection], tuple[T, Sequence[Event]]],
+        act: Callable[[Tx], tuple[T, Sequence[Event]]],
     ) -> T:
         """Journal the result of `act` under `key`, with its events, in one transaction.
 
@@ -115,7 +124,7 @@ class Ledger:
         write) commits atomically with its record. Call after `recall` found nothing.
         The result must be JSON-serializable.
         """
-        with self.engine.begin() as conn:
+        with transaction(self.engine) as conn:
             result, batch = act(conn)
             insert_ignore(
                 conn,
@@ -142,7 +151,7 @@ class Ledger:
         self,
         key: str,
         cycle: int,
-        act: Callable[[Connection], tuple[T, Sequence[Event]]],
+        act: Callable[[Tx], tuple[T, Sequence[Event]]],
         *,
         replayed: Callable[[T], None] | None = None,
     ) -> T:
@@ -165,6 +174,6 @@ class Ledger:
 
     def emit(self, *batch: Event) -> None:
         """Record events that are not tied to a journaled result (idempotent by key)."""
-        with self.engine.begin() as conn:
+        with transaction(self.engine) as conn:
             lines = insert_events(conn, self.run_id, batch)
         mirror_lines(self.engine, self.storage, self.run_id, lines)

@@ -15,10 +15,10 @@ import time
 import uuid
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select, update
+from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
-from contreact.checkpoints.db import runs
+from contreact.checkpoints.db import Prepared, Tx, named, runs
 from contreact.checkpoints.events import utc_now
 
 # Re-exported: the registry's vocabulary, defined where the fast read can use it.
@@ -108,12 +108,34 @@ def list_runs(engine: Engine) -> list[RunRecord]:
         return [_record(r) for r in rows]
 
 
-def complete_studio_run(conn: Connection, run_id: str) -> None:
-    """Mark a run started in Studio completed (the CLI's runner records its own runs)."""
-    conn.execute(
+_STUDIO_DONE_PARAMS = named(runs, "run_id", "origin", "status", "reason", "updated_at")
+_STUDIO_DONE = Prepared(
+    lambda _: (
         update(runs)
-        .where(runs.c.run_id == run_id, runs.c.origin == "studio")
-        .values(status="completed", reason="", updated_at=utc_now())
+        .where(
+            runs.c.run_id == _STUDIO_DONE_PARAMS["run_id"],
+            runs.c.origin == _STUDIO_DONE_PARAMS["origin"],
+        )
+        .values(
+            status=_STUDIO_DONE_PARAMS["status"],
+            reason=_STUDIO_DONE_PARAMS["reason"],
+            updated_at=_STUDIO_DONE_PARAMS["updated_at"],
+        )
+    )
+)
+
+
+def complete_studio_run(conn: Tx, run_id: str) -> None:
+    """Mark a run started in Studio completed (the CLI's runner records its own runs)."""
+    _STUDIO_DONE.execute(
+        conn,
+        {
+            "run_id": run_id,
+            "origin": "studio",
+            "status": "completed",
+            "reason": "",
+            "updated_at": utc_now(),
+        },
     )
 
 

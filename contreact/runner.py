@@ -21,7 +21,7 @@ from langgraph.types import Command
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import cycle_records
-from contreact.checkpoints.db import Storage, engine_for, fault_of
+from contreact.checkpoints.db import Storage, engine_for, fault_of, held_connection
 from contreact.checkpoints.events import (
     Event,
     HostChange,
@@ -350,7 +350,8 @@ def _drive_steps(
     engine = engine_for(storage)
     # A crash between an event's commit and its JSONL append leaves the file short.
     sync_log(engine, storage, record.run_id)
-    with open_saver(storage) as saver:
+    # The nodes run on this thread: their journal transactions share one connection.
+    with open_saver(storage) as saver, held_connection(engine):
         graph = builder.compile(checkpointer=saver, name="contreact")
         thread: RunnableConfig = {"configurable": {"thread_id": record.thread_id}}
         state, payload = _starting_point(graph, thread, record, config, storage, extension)
@@ -530,7 +531,7 @@ def pending_operator_messages(storage: Storage) -> list[PendingMessage]:
     found: list[PendingMessage] = []
     if not paused:
         return found
-    with open_saver(storage) as saver:
+    with open_saver(storage) as saver, held_connection(engine):
         graph = builder.compile(checkpointer=saver)
         for record in paused:
             snapshot = graph.get_state({"configurable": {"thread_id": record.thread_id}})

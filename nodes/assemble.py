@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
@@ -76,6 +77,26 @@ def note_tokens(note: Note, tasked: bool) -> int:
     return estimate_tokens(reflections_section([note], tasked=tasked))
 
 
+_tokens_of: OrderedDict[int, tuple[tuple[Note, ...], list[int]]] = OrderedDict()
+
+
+def notes_tokens(notes: tuple[Note, ...], tasked: bool) -> list[int]:
+    """`note_tokens` of each note, for the tuple `earlier_notes` hands every step of a cycle.
+
+    That tuple is the same object at every step of a cycle, so the list is made once per
+    cycle, not once per step (hundreds of look-ups per step in a long run).
+    """
+    key = id(notes) * 2 + tasked
+    found = _tokens_of.get(key)
+    if found is not None and found[0] is notes:
+        return found[1]
+    tokens = [note_tokens(n, tasked) for n in notes]
+    _tokens_of[key] = (notes, tokens)
+    while len(_tokens_of) > 16:
+        _tokens_of.popitem(last=False)
+    return tokens
+
+
 @on_lineage
 def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Open the cycle (first step) or trim the cycle to the context budget (later steps)."""
@@ -129,8 +150,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     )
     if not text_tools and tools_offered(state.stats, ctx):
         fixed += TOOLS_TOKENS
-    tasked = bool(state.task)
-    per_reflection = [note_tokens(n, tasked) for n in earlier]
+    per_reflection = notes_tokens(earlier, bool(state.task))
     trim = plan_trim(messages, fixed + sum(per_reflection), budget)
     omitted = 0
     if not trim.fits:

@@ -17,10 +17,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
-from sqlalchemy import Connection, select
+from sqlalchemy import select
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.db import events
+from contreact.checkpoints.db import Prepared, Tx, events, named
 from contreact.checkpoints.events import Error, Event, OperatorMessage, ToolCall
 from contreact.checkpoints.journal import Ledger
 from contreact.graph.state import AgentState, Context, CycleStats, PendingCall, StateUpdate
@@ -32,14 +32,20 @@ from contreact.tools.memory import ToolSession
 from contreact.tools.operator import ask_operator
 from contreact.tools.registry import MEMORY_TOOLS, OPERATOR_TOOL, ToolResult, run_tool
 
+_EVENT = named(events, "run_id", "key")
+_LOGGED_AT = Prepared(
+    lambda _: select(events.c.timestamp).where(
+        events.c.run_id == _EVENT["run_id"], events.c.key == _EVENT["key"]
+    )
+)
 
-def _seconds_since(conn: Connection, run_id: str, key: str) -> float | None:
+
+def _seconds_since(conn: Tx, run_id: str, key: str) -> float | None:
     """Seconds since the event `key` was logged (how long the operator took to answer)."""
-    stamp = conn.execute(
-        select(events.c.timestamp).where(events.c.run_id == run_id, events.c.key == key)
-    ).scalar_one_or_none()
-    if stamp is None:
+    row = _LOGGED_AT.first(conn, {"run_id": run_id, "key": key})
+    if row is None:
         return None
+    stamp = row[0]
     asked = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
     return round((datetime.now(asked.tzinfo) - asked).total_seconds(), 3)
 
@@ -82,7 +88,7 @@ def _run_call(
     """
     key = keys.tool_call(cycle, step, index)
 
-    def act(conn: Connection) -> tuple[dict[str, Any], list[Event]]:
+    def act(conn: Tx) -> tuple[dict[str, Any], list[Event]]:
         started = time.monotonic()
         session = ToolSession(
             run_id=ledger.run_id, conn=conn, memory_value_chars=ctx.memory_value_chars, cycle=cycle
@@ -161,12 +167,12 @@ def _tool_event(
 
 def _failure(
     cycle: int, step: int, index: int, call: PendingCall, exc: Exception
-) -> Callable[[Connection], tuple[dict[str, Any], list[Event]]]:
+) -> Callable[[Tx], tuple[dict[str, Any], list[Event]]]:
     """The journal entry and events of a tool that raised unexpectedly."""
     reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'}"
     output = f"Error: the tool {call['name']} failed unexpectedly ({reason}). Nothing was changed."
 
-    def act(_conn: Connection) -> tuple[dict[str, Any], list[Event]]:
+    def act(_conn: Tx) -> tuple[dict[str, Any], list[Event]]:
         return {"output": output, "error": True, "ran": True}, [
             _tool_event(cycle, step, keys.tool_call(cycle, step, index), call, output, True, False),
             Event(

@@ -17,10 +17,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
-from sqlalchemy import Connection
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import earlier_notes
+from contreact.checkpoints.db import Tx
 from contreact.checkpoints.events import Error, Event, LlmInvocation, count_events
 from contreact.checkpoints.journal import Ledger
 from contreact.graph.state import AgentState, Context, StateUpdate
@@ -213,7 +213,7 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     cycle, step_no = state.cycle, state.stats["steps"]
     key = keys.model_call(cycle, step_no)
 
-    def act(_conn: Connection) -> tuple[dict[str, Any], list[Event]]:
+    def act(_conn: Tx) -> tuple[dict[str, Any], list[Event]]:
         record, payload = _call_and_log(state, ctx, ledger)
         return record, [Event(cycle, key, payload)]
 

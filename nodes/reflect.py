@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.runtime import Runtime
-from sqlalchemy import Connection
 
 from contreact.analysis.similarity import SimilarityReport, assess
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import CycleRecord, earlier_notes, insert_cycle
+from contreact.checkpoints.db import Tx
 from contreact.checkpoints.events import CycleEnd, Event, RunEnd, Similarity
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.registry import complete_studio_run
@@ -78,7 +78,7 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     first = state.messages[0].content if state.messages else ""
     opening = first if isinstance(first, str) else str(first)
 
-    def act(conn: Connection) -> tuple[dict[str, Any], list[Event]]:
+    def act(conn: Tx) -> tuple[dict[str, Any], list[Event]]:
         report = _similarity(state, ctx, ledger)
         metrics: dict[str, Any] = {
             **state.stats,

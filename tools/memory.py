@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, select
+from sqlalchemy import Engine, delete, func, select
 
-from contreact.checkpoints.db import Prepared, memories, named, upsert
+from contreact.checkpoints.db import Prepared, Tx, memories, named, upsert
 
 
 class ToolError(Exception):
@@ -26,7 +26,7 @@ class ToolSession:
     """Hidden arguments every tool receives; never part of the model's schema."""
 
     run_id: str
-    conn: Connection
+    conn: Tx
     memory_value_chars: int = 50_000
     cycle: int = 0
     details: dict[str, Any] = field(default_factory=dict)
@@ -147,7 +147,7 @@ def memory_snapshot(engine: Engine, run_id: str) -> dict[str, str]:
         return {str(k): str(v) for k, v in rows}
 
 
-def count_keys(conn: Connection, run_id: str) -> int:
+def count_keys(conn: Tx, run_id: str) -> int:
     """How many memories a run holds right now."""
     row = _COUNT.first(conn, {"run_id": run_id})
     return int(row[0]) if row else 0

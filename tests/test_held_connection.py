@@ -1,0 +1,216 @@
+"""A driving thread's side-effect transactions run on one held connection (issue 13).
+
+The journal records every side effect in its own small transaction, two or three per model
+call; going through `Engine.begin` each time (pool checkout and return, and on PostgreSQL
+a ping) cost more than the statements. Inside `held_connection` the thread that entered
+keeps one connection for them. These tests pin what must not change with it: each
+transaction still commits or rolls back as a whole, a nested one (an event logged while an
+effect fails) is still separate, other threads are untouched, and a connection the
+server dropped is replaced instead of failing the run.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event, func, select
+
+from conftest import Backend
+from contreact.checkpoints import db
+from contreact.checkpoints.db import (
+    engine_for,
+    held_connection,
+    insert_ignore,
+    journal,
+    transaction,
+)
+
+
+class Checkouts:
+    """Counts connections taken from the engine's pool."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.count = 0
+        event.listen(engine.pool, "checkout", self._seen)
+
+    def _seen(self, *_: Any) -> None:
+        self.count += 1
+
+
+def record(tx: Any, key: str) -> None:
+    assert insert_ignore(tx, journal, {"run_id": "held", "key": key, "cycle": 1, "result": "1"})
+
+
+def recorded(engine: Engine) -> set[str]:
+    with engine.connect() as conn:
+        return set(conn.execute(select(journal.c.key).where(journal.c.run_id == "held")).scalars())
+
+
+def test_the_thread_in_the_block_commits_every_transaction_on_one_connection(
+    backend: Backend,
+) -> None:
+    engine = engine_for(backend.storage())
+    checkouts = Checkouts(engine)
+    with held_connection(engine):
+        for i in range(5):
+            with transaction(engine) as tx:
+                record(tx, f"k{i}")
+        assert checkouts.count == 1
+        # Committed at the end of each block, not when the connection goes back.
+        assert recorded(engine) == {f"k{i}" for i in range(5)}
+    before = checkouts.count
+    with transaction(engine) as tx:
+        record(tx, "after")
+    assert checkouts.count == before + 1, "outside the block every transaction checks out"
+
+
+def test_a_transaction_that_raises_leaves_nothing_and_the_next_one_works(
+    backend: Backend,
+) -> None:
+    engine = engine_for(backend.storage())
+    with held_connection(engine):
+        with pytest.raises(RuntimeError):
+            with transaction(engine) as tx:
+                record(tx, "lost")
+                raise RuntimeError("the effect failed after its record was written")
+        with transaction(engine) as tx:
+            record(tx, "kept")
+    assert recorded(engine) == {"kept"}
+
+
+def test_a_nested_transaction_commits_on_its_own(backend: Backend) -> None:
+    """A model call that fails logs its ERROR in a transaction of its own, then raises."""
+    engine = engine_for(backend.storage())
+    with held_connection(engine):
+        with pytest.raises(RuntimeError):
+            with transaction(engine):
+                with transaction(engine) as inner:
+                    record(inner, "error-event")
+                raise RuntimeError("model unreachable")
+    assert recorded(engine) == {"error-event"}
+
+
+def test_postgres_a_nested_transaction_does_not_commit_the_outer_ones_work(
+    postgres_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the held connection, the inner commit would make the outer's partial work stick.
+
+    (SQLite allows one writer: there the outer transaction writes nothing before it.)
+    """
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", 3600.0)  # back-to-back, as in a run
+    engine = engine_for(postgres_backend.storage())
+    with held_connection(engine):
+        with pytest.raises(RuntimeError):
+            with transaction(engine) as outer:
+                record(outer, "outer-partial")
+                with transaction(engine) as inner:
+                    record(inner, "error-event")
+                raise RuntimeError("the effect failed")
+    assert recorded(engine) == {"error-event"}
+
+
+def test_other_threads_use_connections_of_their_own(backend: Backend) -> None:
+    engine = engine_for(backend.storage())
+    checkouts = Checkouts(engine)
+    errors: list[BaseException] = []
+
+    def elsewhere() -> None:
+        try:
+            with transaction(engine) as tx:
+                record(tx, "other-thread")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    with held_connection(engine):
+        with transaction(engine) as tx:
+            record(tx, "driver")
+        worker = threading.Thread(target=elsewhere)
+        worker.start()
+        worker.join()
+        assert checkouts.count == 2
+    assert not errors
+    assert recorded(engine) == {"driver", "other-thread"}
+
+
+def _kill_backend(backend: Backend, engine: Engine) -> None:
+    """Terminate every server process of the test database but the caller's."""
+    with engine.connect() as conn:
+        conn.exec_driver_sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+def test_postgres_a_connection_the_server_dropped_while_idle_is_replaced(
+    postgres_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = engine_for(postgres_backend.storage())
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", 0.0)
+    with held_connection(engine):
+        with transaction(engine) as tx:
+            record(tx, "before")
+        _kill_backend(postgres_backend, engine)  # as a server restart during a model call
+        with transaction(engine) as tx:
+            record(tx, "after")
+    assert recorded(engine) == {"before", "after"}
+
+
+def test_postgres_without_the_ping_a_dropped_connection_fails_once_then_recovers(
+    postgres_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ping is what saves the record; a failed transaction does not poison the next."""
+    engine = engine_for(postgres_backend.storage())
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", 3600.0)
+    with held_connection(engine):
+        with transaction(engine) as tx:
+            record(tx, "before")
+        _kill_backend(postgres_backend, engine)
+        import psycopg
+
+        # Statements run on the raw cursor: the driver's own error, as for any fault.
+        with pytest.raises(psycopg.OperationalError):
+            with transaction(engine) as tx:
+                record(tx, "lost")
+        with transaction(engine) as tx:
+            record(tx, "after")
+    assert recorded(engine) == {"before", "after"}
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(journal)).scalar_one() == 2
+
+
+def test_a_run_driven_by_the_runner_records_its_effects_on_the_held_connection(
+    sqlite_backend: Backend,
+) -> None:
+    """Pool checkouts of a run do not grow with its side effects (3 cycles: 9+ records)."""
+    from contreact.checkpoints.journal import Ledger
+    from contreact.config import parse_config
+    from contreact.runner import start_run
+    from contreact.stub import StubServer
+
+    storage = sqlite_backend.storage()
+    engine = engine_for(storage)
+    checkouts = Checkouts(engine)
+    records = taken = 0
+    commit = Ledger.commit
+
+    def counted(self: Ledger, *args: Any, **kwargs: Any) -> Any:
+        nonlocal records, taken
+        before = checkouts.count
+        records += 1
+        try:
+            return commit(self, *args, **kwargs)
+        finally:
+            taken += checkouts.count - before
+
+    with pytest.MonkeyPatch.context() as patch, StubServer().start() as server:
+        patch.setattr(Ledger, "commit", counted)
+        config = parse_config(
+            {"run_id": "held", "model": "stub-model", "cycles": 3, "ollama": {"host": server.url}},
+            "test",
+        )
+        outcome = start_run(config, storage)
+    assert outcome.status == "completed", outcome.reason
+    assert records >= 9
+    assert taken == 1, "the first record checks the held connection out; the others reuse it"
