@@ -545,6 +545,21 @@ def held_connection(engine: Engine) -> Iterator[None]:
 
 
 @contextmanager
+def reading(engine: Engine) -> Iterator[Tx]:
+    """A connection for a few reads, with nothing left open after them.
+
+    This thread's held connection (see `held_connection`), else one from the pool.
+    """
+    held = getattr(_held, "by_engine", {}).get(engine)
+    if held is None or held.busy:
+        with engine.connect() as conn:
+            yield conn
+        return
+    with held.transaction() as tx:  # its commit ends PostgreSQL's implicit transaction
+        yield tx
+
+
+@contextmanager
 def transaction(engine: Engine) -> Iterator[Tx]:
     """One transaction: committed when the block ends, rolled back if it raises.
 
@@ -624,8 +639,8 @@ class Prepared:
             return int(cursor.rowcount)
 
     def query(self, engine: Engine, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Every row, read on a connection of its own (no transaction kept open)."""
-        with engine.connect() as conn:
+        """Every row, read with nothing left open (`reading`)."""
+        with reading(engine) as conn:
             return self.rows(conn, params)
 
 

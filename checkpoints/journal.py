@@ -37,6 +37,7 @@ from contreact.checkpoints.db import (
     insert_ignore,
     journal,
     named,
+    reading,
     transaction,
 )
 from contreact.checkpoints.events import Event, insert_events, mirror_lines
@@ -95,7 +96,7 @@ class Ledger:
                 _known.popitem(last=False)
         if known.invocation != self.invocation:
             params = {"run_id": self.run_id}
-            with self.engine.connect() as conn:
+            with reading(self.engine) as conn:
                 if _COUNT.first(conn, params) != (len(known.keys),):
                     known.keys = {str(k) for (k,) in _KEYS.rows(conn, params)}
             known.invocation = self.invocation
@@ -106,7 +107,7 @@ class Ledger:
         known = self._recorded()
         if known is not None and key not in known.keys:
             return _MISSING
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = _RECALL.first(conn, {"run_id": self.run_id, "key": key})
         return _MISSING if row is None else json.loads(row[0])
 

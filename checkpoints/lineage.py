@@ -33,7 +33,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import Engine, String, bindparam, select, text
 from sqlalchemy.exc import DBAPIError
 
-from contreact.checkpoints.db import Prepared, insert_ignore, lineages
+from contreact.checkpoints.db import Prepared, insert_ignore, lineages, reading
 from contreact.checkpoints.events import utc_now
 from contreact.checkpoints.fork import ForkPoint, copy_history
 
@@ -83,7 +83,7 @@ def _newest(engine: Engine, cp: Checkpoint) -> tuple[str, str] | None:
     # The SQLite and PostgreSQL savers keep their checkpoints in our database, in a table
     # of the same shape; a query is far cheaper than loading the checkpoint.
     try:
-        with engine.connect() as conn:
+        with reading(engine) as conn:
             row = _NEWEST.first(conn, {"t": cp.thread_id})
     except (DBAPIError, engine.dialect.loaded_dbapi.Error):
         return None  # no checkpoints table: this saver keeps them elsewhere

@@ -213,4 +213,5 @@ def test_a_run_driven_by_the_runner_records_its_effects_on_the_held_connection(
         outcome = start_run(config, storage)
     assert outcome.status == "completed", outcome.reason
     assert records >= 9
-    assert taken == 1, "the first record checks the held connection out; the others reuse it"
+    # The held connection is checked out once (by the first read or record), then reused.
+    assert taken <= 1, f"{taken} of {records} records checked a connection out"
