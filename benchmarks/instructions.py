@@ -15,6 +15,15 @@ The stub runs outside valgrind (a child process of this script); every child get
 fresh SQLite file (or a fresh PostgreSQL database with ``--db-url``). Valgrind slows
 Python about a hundredfold: a full run takes ~10 minutes on 2 cores (two children at a
 time).
+
+``--ablate`` adds contreact's ``cycle`` policy with one mechanism at a time switched off by
+monkeypatching in the child (event rows, JSONL lines, journal rows, the similarity monitor,
+the lineage wrapper, the fork-point query, the prompt delta each LLM_INVOCATION logs), each
+against the same policy with nothing switched off under the same conditions (the heap of
+imported modules frozen out of garbage collection): the difference is what that mechanism
+costs per model call. Counts are not exact: HTTP reads, thread hand-offs and the checkpoint
+writer interleave differently from run to run, and the same build moves by up to ~0.5 M per
+call, so only savings well above that are findings.
 """
 
 from __future__ import annotations
@@ -50,12 +59,69 @@ LEVELS = {
 SHORT, LONG = 4, 12
 
 
+def _switch_off(name: str) -> dict[str, Any]:
+    """Switch one of contreact's mechanisms off in this process (a diagnostic, `--ablate`).
+
+    Returns config overrides the ablation needs. The engine's code is not changed: module
+    attributes are replaced, so what remains is exactly what the mechanism costs.
+    """
+    import contreact.checkpoints.journal as journal
+    import contreact.nodes.invoke as invoke
+    import contreact.nodes.session as session
+
+    if name == "none":  # the reference the savings are measured against
+        pass
+    elif name == "no_events":  # event rows, their payloads' encoding and JSONL lines
+        journal.insert_events = lambda conn, run_id, batch: []  # type: ignore[assignment]
+    elif name == "no_jsonl":
+        journal.mirror_lines = lambda *args: None  # type: ignore[assignment]
+    elif name == "no_journal_rows":  # the records themselves (their events stay)
+        journal.insert_ignore = lambda conn, table, values: True  # type: ignore[assignment]
+    elif name == "no_similarity":
+        return {"similarity": {"enabled": False}}
+    elif name == "no_lineage":  # the whole per-step lineage wrapper
+        session.lineage_of = lambda state, runtime: state.lineage  # type: ignore[assignment]
+    elif name == "no_fork_query":  # only the fork-point test's query, once per invocation
+        session.is_fork_point = lambda engine, cp: False  # type: ignore[assignment]
+    elif name == "no_prompt_delta":  # what each LLM_INVOCATION logs of the prompt
+        invoke.logged_messages = lambda *args: []  # type: ignore[assignment]
+    else:
+        raise SystemExit(f"unknown ablation {name!r}; known: {', '.join(ABLATIONS)}")
+    return {}
+
+
+ABLATIONS = {
+    "none": "nothing switched off, same conditions (the reference)",
+    "no_events": "no event rows, payload encoding or JSONL lines",
+    "no_jsonl": "no JSONL lines",
+    "no_journal_rows": "no journal rows",
+    "no_similarity": "no similarity monitor",
+    "no_lineage": "no lineage wrapper per step",
+    "no_fork_query": "no fork-point query per invocation",
+    "no_prompt_delta": "no prompt delta in LLM_INVOCATION",
+}
+"""`--ablate`: contreact's `cycle` policy with one mechanism switched off (`_switch_off`)."""
+
+
 def child(level: str, cycles: int, url: str, db_url: str | None, out: Path) -> None:
-    """Run one level for ``cycles`` cycles in this (valgrind-wrapped) process."""
+    """Run one level for ``cycles`` cycles in this (valgrind-wrapped) process.
+
+    A level ``c-POLICY~ABLATION`` runs contreact with one mechanism switched off.
+    """
     from overhead import baseline_loop, contreact_loop, langgraph_floor_loop
 
     from contreact.graph.state import default_model_options
 
+    level, _, ablation = level.partition("~")
+    extra = _switch_off(ablation) if ablation else {}
+    if ablation:
+        import gc
+
+        # The imported modules' objects are left out of every collection: whether a full
+        # collection of that heap falls into the short or the long run would move the
+        # difference by more than most mechanisms cost.
+        gc.collect()
+        gc.freeze()
     with bench_storage(db_url) as where:
         if level == "a":
             baseline_loop(url, cycles, default_model_options())
@@ -65,8 +131,14 @@ def child(level: str, cycles: int, url: str, db_url: str | None, out: Path) -> N
             langgraph_floor_loop(url, cycles, where, True, per_cycle=True)
         else:
             policy = level.removeprefix("c-")
-            contreact_loop(url, cycles, where, persistence={"checkpoints": policy})
+            contreact_loop(url, cycles, where, persistence={"checkpoints": policy}, **extra)
     out.write_text("done")
+
+
+def label(level: str) -> str:
+    """How a level (or an ablated one) is named in the tables."""
+    base, _, ablation = level.partition("~")
+    return f"    {LEVELS[base]}: {ABLATIONS[ablation]}" if ablation else LEVELS[base]
 
 
 def count(level: str, cycles: int, stub: StubProcess, db_url: str | None, tmp: Path) -> int:
@@ -97,12 +169,20 @@ def main() -> None:
         help="internal: run one level in this process (JSON: level, cycles, url, db, out)",
     )
     p.add_argument("--levels", default=",".join(LEVELS), help="comma-separated level keys")
+    p.add_argument(
+        "--ablate",
+        action="store_true",
+        help="also count contreact's cycle policy with one mechanism at a time switched off "
+        "(a diagnostic: each row's saving is good to about +-0.5 M instructions)",
+    )
     args = p.parse_args()
     if args.child:
         level, cycles, url, db_url, out = json.loads(args.child)
         child(level, cycles, url, db_url, Path(out))
         return
     levels = [k.strip() for k in args.levels.split(",") if k.strip()]
+    if args.ablate:
+        levels += [f"c-cycle~{name}" for name in ABLATIONS if f"c-cycle~{name}" not in levels]
     short, long = (2, 4) if args.quick else (SHORT, LONG)
     counts: dict[tuple[str, int], int] = {}
     calls: dict[int, int] = {}
@@ -122,17 +202,19 @@ def main() -> None:
     rows: list[list[Any]] = []
     for lv in levels:
         base = per_call.get("b")
+        saves = per_call["c-cycle~none"] - per_call[lv] if "~" in lv else None
         rows.append(
             [
-                LEVELS[lv],
+                label(lv),
                 per_call[lv] / 1e6,
                 f"{per_call[lv] / base:.2f}x" if base else "",
                 f"{per_call[lv] / per_call['b2']:.2f}x" if "b2" in per_call else "",
+                "" if saves is None else f"{saves / 1e6:.2f}",
             ]
         )
     backend = "PostgreSQL" if args.db_url else "SQLite"
     print_table(
-        ["level", "M instructions / model call", "x (b)", "x (b2)"],
+        ["level", "M instructions / model call", "x (b)", "x (b2)", "saves M"],
         rows,
         title=f"Instructions per model call on {backend} (callgrind; runs of {long} minus "
         f"{short} cycles, {calls[long] - calls[short]} model calls apart)",
