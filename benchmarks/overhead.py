@@ -33,8 +33,8 @@ also sees LangGraph's checkpoint-writing thread (``benchmarks/sampling.py``).
 mechanism at a time switched off or swapped by monkeypatching in this process (the
 engine's code is not changed): the SQLite checkpointer replaced by LangGraph's
 in-memory saver, ``durability="async"``/``"exit"`` instead of ``"sync"``, no JSONL log
-mirror, no event rows, no journal look-up, no "tasks" stream, no fork-point check per
-step, no connection pre-ping (PostgreSQL; a no-op on SQLite), no similarity monitor.
+mirror, no event rows, no journal look-up, no fork-point check per step, no connection
+pre-ping (PostgreSQL; a no-op on SQLite), no similarity monitor.
 The difference to the unchanged engine is what that mechanism costs per step. Two
 references frame it: the same five-node graph in plain LangGraph (with and without a
 checkpointer) and the hand-written loop.

@@ -544,14 +544,20 @@ def held_connection(engine: Engine) -> Iterator[None]:
         held.pop(engine).drop()
 
 
+def _free_held(engine: Engine) -> _Held | None:
+    """This thread's held connection to `engine`, unless there is none or it is in use."""
+    held: _Held | None = getattr(_held, "by_engine", {}).get(engine)
+    return None if held is None or held.busy else held
+
+
 @contextmanager
 def reading(engine: Engine) -> Iterator[Tx]:
     """A connection for a few reads, with nothing left open after them.
 
     This thread's held connection (see `held_connection`), else one from the pool.
     """
-    held = getattr(_held, "by_engine", {}).get(engine)
-    if held is None or held.busy:
+    held = _free_held(engine)
+    if held is None:
         with engine.connect() as conn:
             yield conn
         return
@@ -565,8 +571,8 @@ def transaction(engine: Engine) -> Iterator[Tx]:
 
     On this thread's held connection inside `held_connection`, else via `Engine.begin`.
     """
-    held = getattr(_held, "by_engine", {}).get(engine)
-    if held is None or held.busy:
+    held = _free_held(engine)
+    if held is None:
         with engine.begin() as conn:
             yield conn
         return

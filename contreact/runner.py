@@ -531,7 +531,7 @@ def pending_operator_messages(storage: Storage) -> list[PendingMessage]:
     found: list[PendingMessage] = []
     if not paused:
         return found
-    with open_saver(storage) as saver, held_connection(engine):
+    with open_saver(storage) as saver:
         graph = builder.compile(checkpointer=saver)
         for record in paused:
             snapshot = graph.get_state({"configurable": {"thread_id": record.thread_id}})

@@ -77,7 +77,7 @@ def note_tokens(note: Note, tasked: bool) -> int:
     return estimate_tokens(reflections_section([note], tasked=tasked))
 
 
-_tokens_of: OrderedDict[int, tuple[tuple[Note, ...], list[int]]] = OrderedDict()
+_tokens_of: OrderedDict[tuple[int, bool], tuple[tuple[Note, ...], list[int]]] = OrderedDict()
 
 
 def notes_tokens(notes: tuple[Note, ...], tasked: bool) -> list[int]:
@@ -86,7 +86,7 @@ def notes_tokens(notes: tuple[Note, ...], tasked: bool) -> list[int]:
     That tuple is the same object at every step of a cycle, so the list is made once per
     cycle, not once per step (hundreds of look-ups per step in a long run).
     """
-    key = id(notes) * 2 + tasked
+    key = (id(notes), tasked)
     found = _tokens_of.get(key)
     if found is not None and found[0] is notes:
         return found[1]
