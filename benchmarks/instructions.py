@@ -53,6 +53,7 @@ LEVELS = {
     "a": "(a) hand-written ChatOllama loop",
     "b": "(b) plain LangGraph, 5 nodes, same saver, sync",
     "b2": "(b2) plain LangGraph, 5 nodes, same saver, once per cycle",
+    "b3": "(b3) (b2) + the journal and event log at their floor (FloorBook)",
     "c-cycle": "(c) contreact, policy cycle",
     "c-step": "(c) contreact, policy step",
 }
@@ -129,6 +130,8 @@ def child(level: str, cycles: int, url: str, db_url: str | None, out: Path) -> N
             langgraph_floor_loop(url, cycles, where, True)
         elif level == "b2":
             langgraph_floor_loop(url, cycles, where, True, per_cycle=True)
+        elif level == "b3":
+            langgraph_floor_loop(url, cycles, where, True, per_cycle=True, bookkeeping=True)
         else:
             policy = level.removeprefix("c-")
             contreact_loop(url, cycles, where, persistence={"checkpoints": policy}, **extra)

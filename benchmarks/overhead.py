@@ -411,6 +411,7 @@ def langgraph_floor_loop(
     durability: Literal["sync", "async", "exit"] = "sync",
     on_cycle: Callable[[int], None] | None = None,
     per_cycle: bool = False,
+    bookkeeping: bool = False,
 ) -> list[Mark]:
     """The same graph shape in plain LangGraph: no journal, events, registry or budgets.
 
@@ -428,6 +429,10 @@ def langgraph_floor_loop(
         per_cycle: Checkpoint once per cycle the way contreact's ``cycle`` policy does:
             an interrupt after ``reflect``, one ``invoke`` per cycle, ``durability="exit"``
             (``durability`` is then ignored).
+        bookkeeping: Also keep the records issue 13 asks of any exactly-once design, in
+            their cheapest form (`FloorBook`): each model call, tool call and cycle close
+            journaled with its events in one transaction on a raw DBAPI connection, and
+            the events appended to the JSONL log. The floor of contreact's bookkeeping.
 
     Returns:
         Wall and CPU clock readings at the end of each cycle.
@@ -450,18 +455,46 @@ def langgraph_floor_loop(
     notes: list[str] = []
     ends: list[Mark] = []
 
+    book = FloorBook(where) if bookkeeping else None
+
     def assemble(state: State) -> dict[str, Any]:
         if state["messages"]:
             return {}
-        return {"messages": [HumanMessage(f"Cycle {state['cycle']} begins.")]}
+        opening = f"Cycle {state['cycle']} begins."
+        if book is not None:
+            book.record(
+                None,
+                [
+                    (
+                        f"c{state['cycle']}:start",
+                        state["cycle"],
+                        "CYCLE_START",
+                        {"opening": opening, "notes": len(notes)},
+                    )
+                ],
+            )
+        return {"messages": [HumanMessage(opening)]}
 
     def invoke(state: State) -> dict[str, Any]:
         system = SYSTEM_PROMPT
         if notes:
             system += "\n\n" + "\n\n".join([REFLECTIONS_HEADING, *notes])
-        return {
-            "messages": [llm.invoke([SystemMessage(system), *state["messages"]], options=options)]
-        }
+        reply = llm.invoke([SystemMessage(system), *state["messages"]], options=options)
+        if book is not None:
+            key = f"c{state['cycle']}:s{len(state['messages']) // 2}:llm"
+            result = {"content": reply.content, "tool_calls": reply.tool_calls}
+            book.record(
+                (key, state["cycle"], result),
+                [
+                    (
+                        key,
+                        state["cycle"],
+                        "LLM_INVOCATION",
+                        {"messages": [m.content for m in state["messages"][-2:]], **result},
+                    )
+                ],
+            )
+        return {"messages": [reply]}
 
     def parse(state: State) -> dict[str, Any]:
         return {"outcome": "calls" if state["messages"][-1].tool_calls else "final"}  # type: ignore[union-attr]
@@ -476,9 +509,33 @@ def langgraph_floor_loop(
             else:
                 output = memory.get(args.get("key", ""), "Error: no such key.")
             replies.append(ToolMessage(output, tool_call_id=call["id"] or "x"))
+            if book is not None:
+                key = f"c{state['cycle']}:s{(len(state['messages']) - 1) // 2}:t{len(replies) - 1}"
+                result = {"output": output}
+                book.record(
+                    (key, state["cycle"], result),
+                    [
+                        (
+                            key,
+                            state["cycle"],
+                            "TOOL_CALL",
+                            {"name": call["name"], "args": args, **result},
+                        )
+                    ],
+                )
         return {"messages": replies}
 
     def reflect(state: State) -> dict[str, Any]:
+        if book is not None:
+            key = f"c{state['cycle']}:end"
+            text = str(state["messages"][-1].content)
+            book.record(
+                (key, state["cycle"], {"reflection": text}),
+                [
+                    (f"c{state['cycle']}:similarity", state["cycle"], "SIMILARITY", {"max": 0.0}),
+                    (key, state["cycle"], "CYCLE_END", {"reflection": text, "steps": 3}),
+                ],
+            )
         notes.append(f"Cycle {state['cycle']}: {state['messages'][-1].content}")
         ends.append(mark())
         if on_cycle is not None:
@@ -518,19 +575,83 @@ def langgraph_floor_loop(
     }
     start = {"messages": [], "cycle": 1, "outcome": ""}
     initial: Any = start
-    if not saver:
-        builder.compile().invoke(initial, config)
-        return ends
-    with open_saver(where.storage()) as checkpointer:
-        if not per_cycle:
-            graph = builder.compile(checkpointer=checkpointer)
-            graph.invoke(initial, config, durability=durability)
+    try:
+        if not saver:
+            builder.compile().invoke(initial, config)
             return ends
-        graph = builder.compile(checkpointer=checkpointer, interrupt_after=["reflect"])
-        for _ in range(cycles):
-            graph.invoke(initial, config, durability="exit")
-            initial = None
-    return ends
+        with open_saver(where.storage()) as checkpointer:
+            if not per_cycle:
+                graph = builder.compile(checkpointer=checkpointer)
+                graph.invoke(initial, config, durability=durability)
+                return ends
+            graph = builder.compile(checkpointer=checkpointer, interrupt_after=["reflect"])
+            for _ in range(cycles):
+                graph.invoke(initial, config, durability="exit")
+                initial = None
+        return ends
+    finally:
+        if book is not None:
+            book.close()
+
+
+class FloorBook:
+    """The cheapest form of the records issue 13 asks of an exactly-once design.
+
+    One transaction per side effect on one raw DBAPI connection, holding the effect's
+    journal row and its event rows (contreact's own tables and SQL, so the same indexes),
+    then one JSONL append of those events through a file kept open. No look-up before an
+    effect (issue 13 asks for the recorded keys cached in memory), no SQLAlchemy, no
+    event objects. What contreact does beyond this is its own design's cost.
+    """
+
+    def __init__(self, where: BenchStorage) -> None:
+        from contreact.checkpoints.db import _insert_ignore, engine_for, events, journal
+
+        engine = engine_for(where.storage())
+        self.dialect = engine.dialect.name
+        self.conn = engine.raw_connection()
+        self.run_id = f"floor-{uuid.uuid4().hex[:8]}"
+        self.journal_sql = _insert_ignore(journal, ("run_id", "key", "cycle", "result"))
+        self.event_sql = _insert_ignore(
+            events, ("run_id", "key", "cycle", "event_type", "timestamp", "payload")
+        )
+        logs = where.storage().logs_dir
+        logs.mkdir(parents=True, exist_ok=True)
+        self.log = (logs / f"{self.run_id}.jsonl").open("a", encoding="utf-8")
+
+    def record(
+        self,
+        effect: tuple[str, int, Any] | None,
+        batch: list[tuple[str, int, str, dict[str, Any]]],
+    ) -> None:
+        """Commit `effect`'s journal row (key, cycle, result) with `batch`'s events."""
+        import json
+
+        from contreact.checkpoints.events import utc_now
+
+        cursor = self.conn.cursor()
+        if effect is not None:
+            sql, _ = self.journal_sql.sql(self.dialect)
+            key, cycle, result = effect
+            cursor.execute(sql, (self.run_id, key, cycle, json.dumps(result)))
+        sql, _ = self.event_sql.sql(self.dialect)
+        lines = []
+        for key, cycle, event_type, payload in batch:
+            row = (self.run_id, key, cycle, event_type, utc_now(), json.dumps(payload))
+            cursor.execute(sql, row)
+            lines.append(
+                f'{{"timestamp": "{row[4]}", "run_id": "{self.run_id}", "cycle_number": '
+                f'{cycle}, "event_type": "{event_type}", "payload": {row[5]}}}\n'
+            )
+        cursor.close()
+        self.conn.commit()
+        self.log.write("".join(lines))
+        self.log.flush()
+
+    def close(self) -> None:
+        """Close the connection and the log."""
+        self.conn.close()
+        self.log.close()
 
 
 def ablate(stub: StubProcess, where: BenchStorage, cycles: int, reps: int) -> None:
