@@ -522,6 +522,7 @@ def langgraph_floor_loop(
                             {"name": call["name"], "args": args, **result},
                         )
                     ],
+                    (args["key"], args["value"]) if call["name"] == "write" else None,
                 )
         return {"messages": replies}
 
@@ -597,24 +598,25 @@ def langgraph_floor_loop(
 class FloorBook:
     """The cheapest form of the records issue 13 asks of an exactly-once design.
 
-    One transaction per side effect on one raw DBAPI connection, holding the effect's
-    journal row and its event rows (contreact's own tables and SQL, so the same indexes),
-    then one JSONL append of those events through a file kept open. No look-up before an
-    effect (issue 13 asks for the recorded keys cached in memory), no SQLAlchemy, no
-    event objects. What contreact does beyond this is its own design's cost.
+    One transaction per side effect, holding the effect's journal row, its events and (for
+    a memory write) the memory row, in contreact's own tables (so the same indexes); then
+    one JSONL append of those events through a file kept open. No look-up before an effect
+    (issue 13 asks for the recorded keys cached in memory), no SQLAlchemy, no event
+    objects. On SQLite the statements run on a raw `sqlite3` connection and commit; on
+    PostgreSQL each transaction is one statement (the rows inserted by a writable CTE) on
+    an autocommit connection, one round trip, since a round trip, not the statement, is
+    what costs there. What contreact does beyond this is its own design's cost.
     """
 
     def __init__(self, where: BenchStorage) -> None:
-        from contreact.checkpoints.db import _insert_ignore, engine_for, events, journal
+        from contreact.checkpoints.db import engine_for
 
         engine = engine_for(where.storage())
-        self.dialect = engine.dialect.name
+        self.sqlite = engine.dialect.name == "sqlite"
         self.conn = engine.raw_connection()
+        if not self.sqlite:
+            self.conn.dbapi_connection.autocommit = True  # type: ignore[union-attr]
         self.run_id = f"floor-{uuid.uuid4().hex[:8]}"
-        self.journal_sql = _insert_ignore(journal, ("run_id", "key", "cycle", "result"))
-        self.event_sql = _insert_ignore(
-            events, ("run_id", "key", "cycle", "event_type", "timestamp", "payload")
-        )
         logs = where.storage().logs_dir
         logs.mkdir(parents=True, exist_ok=True)
         self.log = (logs / f"{self.run_id}.jsonl").open("a", encoding="utf-8")
@@ -623,29 +625,63 @@ class FloorBook:
         self,
         effect: tuple[str, int, Any] | None,
         batch: list[tuple[str, int, str, dict[str, Any]]],
+        memory: tuple[str, str] | None = None,
     ) -> None:
-        """Commit `effect`'s journal row (key, cycle, result) with `batch`'s events."""
+        """Commit `effect`'s journal row (key, cycle, result), `batch`'s events and `memory`."""
         import json
 
         from contreact.checkpoints.events import utc_now
 
-        cursor = self.conn.cursor()
-        if effect is not None:
-            sql, _ = self.journal_sql.sql(self.dialect)
-            key, cycle, result = effect
-            cursor.execute(sql, (self.run_id, key, cycle, json.dumps(result)))
-        sql, _ = self.event_sql.sql(self.dialect)
-        lines = []
-        for key, cycle, event_type, payload in batch:
-            row = (self.run_id, key, cycle, event_type, utc_now(), json.dumps(payload))
-            cursor.execute(sql, row)
-            lines.append(
-                f'{{"timestamp": "{row[4]}", "run_id": "{self.run_id}", "cycle_number": '
-                f'{cycle}, "event_type": "{event_type}", "payload": {row[5]}}}\n'
+        mark = "?" if self.sqlite else "%s"
+        parts: list[tuple[str, tuple[Any, ...]]] = []
+        if memory is not None:
+            parts.append(
+                (
+                    "INSERT INTO contreact_memories (run_id, key, value) VALUES ({0}, {0}, {0})"
+                    " ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value",
+                    (self.run_id, *memory),
+                )
             )
-        cursor.close()
-        self.conn.commit()
-        self.log.write("".join(lines))
+        if effect is not None:
+            key, cycle, result = effect
+            parts.append(
+                (
+                    "INSERT INTO contreact_journal (run_id, key, cycle, result)"
+                    " VALUES ({0}, {0}, {0}, {0}) ON CONFLICT DO NOTHING",
+                    (self.run_id, key, cycle, json.dumps(result)),
+                )
+            )
+        rows = [
+            (self.run_id, key, cycle, event_type, utc_now(), json.dumps(payload))
+            for key, cycle, event_type, payload in batch
+        ]
+        parts.append(
+            (
+                "INSERT INTO contreact_events (run_id, key, cycle, event_type, timestamp, payload)"
+                " VALUES "
+                + ", ".join(["({0}, {0}, {0}, {0}, {0}, {0})"] * len(rows))
+                + " ON CONFLICT DO NOTHING",
+                tuple(v for row in rows for v in row),
+            )
+        )
+        cursor = self.conn.cursor()
+        if self.sqlite:
+            for sql, params in parts:
+                cursor.execute(sql.format(mark), params)
+            cursor.close()
+            self.conn.commit()
+        else:  # every insert but the last as a writable CTE: one statement, one round trip
+            ctes = ", ".join(f"w{i} AS ({sql})" for i, (sql, _) in enumerate(parts[:-1]))
+            sql = (f"WITH {ctes} " if ctes else "") + parts[-1][0]
+            cursor.execute(sql.format(mark), tuple(v for _, params in parts for v in params))
+            cursor.close()
+        self.log.write(
+            "".join(
+                f'{{"timestamp": "{row[4]}", "run_id": "{self.run_id}", "cycle_number": '
+                f'{row[2]}, "event_type": "{row[3]}", "payload": {row[5]}}}\n'
+                for row in rows
+            )
+        )
         self.log.flush()
 
     def close(self) -> None:

@@ -561,8 +561,41 @@ def reading(engine: Engine) -> Iterator[Tx]:
         with engine.connect() as conn:
             yield conn
         return
-    with held.transaction() as tx:  # its commit ends PostgreSQL's implicit transaction
+    # Each read its own transaction on PostgreSQL: no BEGIN and COMMIT round trips.
+    with held.transaction() as tx, autocommit(tx):
         yield tx
+
+
+@contextmanager
+def autocommit(tx: Tx) -> Iterator[None]:
+    """Let each statement of the block commit on its own, if nothing has run yet in `tx`.
+
+    psycopg sends BEGIN before a transaction's first statement and COMMIT at its end, each
+    a round trip to the server, and on PostgreSQL round trips are what a side effect's
+    bookkeeping costs. A transaction whose only statement is its record (a model call's,
+    an event's) needs neither: alone, the statement is atomic. Only on a held PostgreSQL
+    connection (see `held_connection`) in which the transaction has not begun; anywhere
+    else (SQLite, a transaction holding a memory change, a pooled connection) the block
+    runs in the transaction as before.
+    """
+    raw = None
+    if isinstance(tx, _HeldTx) and tx.dialect.name == "postgresql":
+        from psycopg.pq import TransactionStatus
+
+        candidate = tx.connection.dbapi_connection
+        if candidate.info.transaction_status == TransactionStatus.IDLE:
+            raw = candidate
+    if raw is None:
+        yield
+        return
+    raw.autocommit = True
+    try:
+        yield
+    finally:
+        try:
+            raw.autocommit = False
+        except Exception:
+            pass  # a broken connection: its transaction's rollback discards it
 
 
 @contextmanager

@@ -326,18 +326,23 @@ def as_line(run_id: str, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def event_row(run_id: str, ev: Event) -> dict[str, Any]:
+    """The `events` row that stores `ev`, stamped now."""
+    return {
+        "run_id": run_id,
+        "key": ev.key,
+        "cycle": ev.cycle,
+        "event_type": ev.event_type,
+        "timestamp": utc_now(),
+        "payload": json.dumps(ev.payload, ensure_ascii=False, default=str),
+    }
+
+
 def insert_events(conn: Tx, run_id: str, batch: Iterable[Event]) -> list[str]:
     """Insert events inside the caller's transaction; returns the JSONL lines that were new."""
     fresh: list[str] = []
     for ev in batch:
-        row = {
-            "run_id": run_id,
-            "key": ev.key,
-            "cycle": ev.cycle,
-            "event_type": ev.event_type,
-            "timestamp": utc_now(),
-            "payload": json.dumps(ev.payload, ensure_ascii=False, default=str),
-        }
+        row = event_row(run_id, ev)
         if insert_ignore(conn, events, row):
             fresh.append(line_text(run_id, row))
     return fresh

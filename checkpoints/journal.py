@@ -33,14 +33,16 @@ from contreact.checkpoints.db import (
     Prepared,
     Storage,
     Tx,
+    autocommit,
     engine_for,
+    events,
     insert_ignore,
     journal,
     named,
     reading,
     transaction,
 )
-from contreact.checkpoints.events import Event, insert_events, mirror_lines
+from contreact.checkpoints.events import Event, event_row, insert_events, line_text, mirror_lines
 from contreact.checkpoints.failpoints import failpoint
 
 T = TypeVar("T")
@@ -127,18 +129,14 @@ class Ledger:
         """
         with transaction(self.engine) as conn:
             result, batch = act(conn)
-            insert_ignore(
-                conn,
-                journal,
-                {
-                    "run_id": self.run_id,
-                    "key": key,
-                    "cycle": cycle,
-                    "result": json.dumps(result, ensure_ascii=False, default=str),
-                },
-            )
-            lines = insert_events(conn, self.run_id, batch)
             failpoint(f"before-commit:{key}")
+            record = {
+                "run_id": self.run_id,
+                "key": key,
+                "cycle": cycle,
+                "result": json.dumps(result, ensure_ascii=False, default=str),
+            }
+            lines = write_record(conn, self.run_id, record, batch)
         with _known_lock:
             known = _known.get((self.engine, self.run_id))
         if known is not None:  # whichever ledger recorded it, the set must include it
@@ -176,5 +174,61 @@ class Ledger:
     def emit(self, *batch: Event) -> None:
         """Record events that are not tied to a journaled result (idempotent by key)."""
         with transaction(self.engine) as conn:
-            lines = insert_events(conn, self.run_id, batch)
+            lines = write_record(conn, self.run_id, None, batch)
         mirror_lines(self.engine, self.storage, self.run_id, lines)
+
+
+_JOURNAL_COLUMNS = ("run_id", "key", "cycle", "result")
+_EVENT_COLUMNS = ("run_id", "key", "cycle", "event_type", "timestamp", "payload")
+
+
+def write_record(
+    conn: Tx, run_id: str, record: dict[str, Any] | None, batch: Sequence[Event]
+) -> list[str]:
+    """Insert a journal record (if any) and its events, unless present, in `conn`'s transaction.
+
+    Returns the JSONL lines of the events that were new. On PostgreSQL this is one
+    statement (the record inserted by a writable CTE, the events by one multi-row insert),
+    and when nothing else ran in the transaction it commits on its own (`autocommit`):
+    one round trip where BEGIN, a statement per row and COMMIT made four or five.
+    """
+    if record is None and not batch:
+        return []
+    if conn.dialect.name != "postgresql":
+        if record is not None:
+            insert_ignore(conn, journal, record)
+        return insert_events(conn, run_id, batch)
+    rows = [event_row(run_id, ev) for ev in batch]
+    sql, params = _pg_record_statement(record, rows)
+    with autocommit(conn):
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(sql, params)
+            new = {str(key) for (key,) in cursor.fetchall()} if rows else set()
+        finally:
+            cursor.close()
+    return [line_text(run_id, row) for row in rows if row["key"] in new]
+
+
+def _pg_record_statement(
+    record: dict[str, Any] | None, rows: list[dict[str, Any]]
+) -> tuple[str, tuple[Any, ...]]:
+    """PostgreSQL's one statement for `write_record`, with its parameters."""
+    inserts: list[str] = []
+    params: list[Any] = []
+    if record is not None:
+        inserts.append(
+            f"INSERT INTO {journal.name} ({', '.join(_JOURNAL_COLUMNS)}) VALUES "
+            "(%s::VARCHAR, %s::VARCHAR, %s::INTEGER, %s::VARCHAR) ON CONFLICT DO NOTHING"
+        )
+        params += [record[c] for c in _JOURNAL_COLUMNS]
+    if rows:
+        one = "(%s::VARCHAR, %s::VARCHAR, %s::INTEGER, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR)"
+        inserts.append(
+            f"INSERT INTO {events.name} ({', '.join(_EVENT_COLUMNS)}) VALUES "
+            f"{', '.join([one] * len(rows))} ON CONFLICT DO NOTHING RETURNING key"
+        )
+        params += [row[c] for row in rows for c in _EVENT_COLUMNS]
+    if len(inserts) == 2:
+        return f"WITH record AS ({inserts[0]}) {inserts[1]}", tuple(params)
+    return inserts[0], tuple(params)

@@ -217,3 +217,154 @@ def test_a_run_driven_by_the_runner_records_its_effects_on_the_held_connection(
     assert records >= 9
     # The held connection is checked out once (by the first read or record), then reused.
     assert taken <= 1, f"{taken} of {records} records checked a connection out"
+
+
+# --- PostgreSQL: round trips --------------------------------------------------------------
+# On PostgreSQL a side effect's bookkeeping costs its round trips to the server: psycopg
+# sends BEGIN before a transaction's first statement and COMMIT at its end, each one. A
+# record whose effect ran no statement (a model call, an event) is one statement alone.
+
+
+class RoundTrips:
+    """Counts what psycopg sends: statements, and BEGIN / COMMIT / ROLLBACK commands."""
+
+    def __init__(self, patch: pytest.MonkeyPatch) -> None:
+        import psycopg
+        from psycopg._connection_base import BaseConnection
+
+        self.sent: list[str] = []
+        execute, command = psycopg.Cursor.execute, BaseConnection._exec_command
+
+        def counted_execute(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            self.sent.append(str(query).split()[0].upper())
+            return execute(cursor, query, *args, **kwargs)
+
+        def counted_command(conn: Any, cmd: Any, *args: Any, **kwargs: Any) -> Any:
+            self.sent.append(bytes(cmd).decode().split()[0].upper())
+            return command(conn, cmd, *args, **kwargs)
+
+        patch.setattr(psycopg.Cursor, "execute", counted_execute)
+        patch.setattr(BaseConnection, "_exec_command", counted_command)
+
+
+def cycle_start(key: str) -> Any:
+    from contreact.checkpoints.events import CycleStart, Event
+
+    return Event(cycle=1, key=key, data=CycleStart(opening="hello"))
+
+
+def stored_events(engine: Engine) -> list[str]:
+    from contreact.checkpoints.db import events
+
+    with engine.connect() as conn:
+        return list(conn.execute(select(events.c.key).where(events.c.run_id == "held")).scalars())
+
+
+def test_postgres_a_record_whose_effect_ran_no_statement_is_one_round_trip(
+    postgres_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contreact.checkpoints.journal import Ledger
+
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", 3600.0)  # back-to-back, as in a run
+    storage = postgres_backend.storage()
+    engine = engine_for(storage)
+    ledger = Ledger(storage, "held")
+    with held_connection(engine):
+        ledger.emit(cycle_start("warm-up"))  # the checkout and its first statements
+        trips = RoundTrips(monkeypatch)
+        result = ledger.commit("c1:s0:llm", 1, lambda tx: ("the answer", [cycle_start("c1:s0")]))
+        assert result == "the answer"
+        assert trips.sent == ["WITH"], "one statement: the record and its event, no BEGIN/COMMIT"
+        trips.sent.clear()
+        ledger.emit(cycle_start("c1:start"))
+        assert trips.sent == ["INSERT"]
+    # Durable: another connection sees both records and all the events.
+    assert recorded(engine) == {"c1:s0:llm"}
+    assert stored_events(engine) == ["warm-up", "c1:s0", "c1:start"]
+
+
+def test_postgres_a_record_commits_with_the_memory_change_its_effect_made(
+    postgres_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An effect that wrote in the transaction keeps it: its record cannot commit alone."""
+    from contreact.checkpoints import journal as journal_module
+    from contreact.checkpoints.db import memories, upsert
+    from contreact.checkpoints.journal import Ledger
+
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", 3600.0)
+    storage = postgres_backend.storage()
+    engine = engine_for(storage)
+    ledger = Ledger(storage, "held")
+
+    def write_memory(tx: Any) -> tuple[str, list[Any]]:
+        upsert(tx, memories, {"run_id": "held", "key": "k", "value": "v"}, ["run_id", "key"])
+        return "Stored 'k'.", [cycle_start("c1:s0:t0")]
+
+    def broken(record: Any, rows: Any) -> tuple[str, tuple[Any, ...]]:
+        return "INSERT INTO no_such_table VALUES (1)", ()
+
+    with held_connection(engine):
+        ledger.emit(cycle_start("warm-up"))  # the checkout and its first statements
+        trips = RoundTrips(monkeypatch)
+        ledger.commit("c1:s0:t0", 1, write_memory)
+        # (psycopg sends BEGIN from inside the first statement's execute, counted after it.)
+        assert sorted(trips.sent) == ["BEGIN", "COMMIT", "INSERT", "WITH"]
+        monkeypatch.setattr(journal_module, "_pg_record_statement", broken)
+        with pytest.raises(Exception, match="no_such_table"):
+            ledger.commit("c1:s1:t0", 1, write_memory)
+    with engine.connect() as conn:
+        assert conn.execute(select(memories.c.value)).scalars().all() == ["v"]
+    assert recorded(engine) == {"c1:s0:t0"}
+
+
+def test_postgres_reads_open_no_transaction_and_the_pool_gets_its_connection_back_as_it_was(
+    postgres_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from psycopg.pq import TransactionStatus
+
+    from contreact.checkpoints.db import reading
+    from contreact.checkpoints.journal import Ledger
+
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", 3600.0)
+    storage = postgres_backend.storage()
+    engine = engine_for(storage)
+    with held_connection(engine):
+        with transaction(engine) as tx:
+            record(tx, "before")
+        trips = RoundTrips(monkeypatch)
+        assert Ledger(storage, "held").recall("before") == 1
+        assert trips.sent == ["SELECT"], "a read is its own transaction: no BEGIN, no COMMIT"
+        with reading(engine) as tx:
+            raw = tx.connection.dbapi_connection
+        assert raw.info.transaction_status == TransactionStatus.IDLE
+        assert raw.autocommit is False
+        # A transaction after reads is still one: it rolls back whole.
+        with pytest.raises(RuntimeError):
+            with transaction(engine) as tx:
+                record(tx, "lost")
+                raise RuntimeError("the effect failed")
+    pooled = engine.raw_connection()
+    try:
+        assert pooled.dbapi_connection.autocommit is False  # type: ignore[union-attr]
+    finally:
+        pooled.close()
+    assert recorded(engine) == {"before"}
+
+
+def test_a_record_written_twice_stores_it_once_and_mirrors_its_events_once(
+    backend: Backend,
+) -> None:
+    from contreact.checkpoints.journal import write_record
+
+    engine = engine_for(backend.storage())
+    row = {"run_id": "held", "key": "c1:s0:llm", "cycle": 1, "result": '"x"'}
+    batch = [cycle_start("c1:s0"), cycle_start("c1:s0:extra")]
+    with held_connection(engine):
+        with transaction(engine) as tx:
+            first = write_record(tx, "held", row, batch)
+        with transaction(engine) as tx:
+            again = write_record(tx, "held", row, [*batch, cycle_start("c1:s0:late")])
+    assert [line.count('"CYCLE_START"') for line in first] == [1, 1]
+    assert len(again) == 1 and '"late"' not in again[0] and "hello" in again[0]
+    assert recorded(engine) == {"c1:s0:llm"}
+    assert stored_events(engine) == ["c1:s0", "c1:s0:extra", "c1:s0:late"]
