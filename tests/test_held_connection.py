@@ -247,6 +247,13 @@ class RoundTrips:
         patch.setattr(BaseConnection, "_exec_command", counted_command)
 
 
+def back_to_back(backend: Backend, patch: pytest.MonkeyPatch) -> tuple[Any, Engine]:
+    """The backend's storage and engine, transactions following each other as in a run."""
+    patch.setattr(db, "PING_AFTER_IDLE_S", 3600.0)  # no ping between them
+    storage = backend.storage()
+    return storage, engine_for(storage)
+
+
 def cycle_start(key: str) -> Any:
     from contreact.checkpoints.events import CycleStart, Event
 
@@ -265,9 +272,7 @@ def test_postgres_a_record_whose_effect_ran_no_statement_is_one_round_trip(
 ) -> None:
     from contreact.checkpoints.journal import Ledger
 
-    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", 3600.0)  # back-to-back, as in a run
-    storage = postgres_backend.storage()
-    engine = engine_for(storage)
+    storage, engine = back_to_back(postgres_backend, monkeypatch)
     ledger = Ledger(storage, "held")
     with held_connection(engine):
         ledger.emit(cycle_start("warm-up"))  # the checkout and its first statements
@@ -291,14 +296,15 @@ def test_postgres_a_record_commits_with_the_memory_change_its_effect_made(
     from contreact.checkpoints.db import memories, upsert
     from contreact.checkpoints.journal import Ledger
 
-    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", 3600.0)
-    storage = postgres_backend.storage()
-    engine = engine_for(storage)
+    storage, engine = back_to_back(postgres_backend, monkeypatch)
     ledger = Ledger(storage, "held")
 
-    def write_memory(tx: Any) -> tuple[str, list[Any]]:
-        upsert(tx, memories, {"run_id": "held", "key": "k", "value": "v"}, ["run_id", "key"])
-        return "Stored 'k'.", [cycle_start("c1:s0:t0")]
+    def write_memory(value: str) -> Any:
+        def act(tx: Any) -> tuple[str, list[Any]]:
+            upsert(tx, memories, {"run_id": "held", "key": "k", "value": value}, ["run_id", "key"])
+            return "Stored 'k'.", [cycle_start(f"event-{value}")]
+
+        return act
 
     def broken(record: Any, rows: Any) -> tuple[str, tuple[Any, ...]]:
         return "INSERT INTO no_such_table VALUES (1)", ()
@@ -306,14 +312,14 @@ def test_postgres_a_record_commits_with_the_memory_change_its_effect_made(
     with held_connection(engine):
         ledger.emit(cycle_start("warm-up"))  # the checkout and its first statements
         trips = RoundTrips(monkeypatch)
-        ledger.commit("c1:s0:t0", 1, write_memory)
+        ledger.commit("c1:s0:t0", 1, write_memory("first"))
         # (psycopg sends BEGIN from inside the first statement's execute, counted after it.)
         assert sorted(trips.sent) == ["BEGIN", "COMMIT", "INSERT", "WITH"]
         monkeypatch.setattr(journal_module, "_pg_record_statement", broken)
         with pytest.raises(Exception, match="no_such_table"):
-            ledger.commit("c1:s1:t0", 1, write_memory)
+            ledger.commit("c1:s1:t0", 1, write_memory("second"))
     with engine.connect() as conn:
-        assert conn.execute(select(memories.c.value)).scalars().all() == ["v"]
+        assert conn.execute(select(memories.c.value)).scalars().all() == ["first"]
     assert recorded(engine) == {"c1:s0:t0"}
 
 
@@ -325,9 +331,7 @@ def test_postgres_reads_open_no_transaction_and_the_pool_gets_its_connection_bac
     from contreact.checkpoints.db import reading
     from contreact.checkpoints.journal import Ledger
 
-    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", 3600.0)
-    storage = postgres_backend.storage()
-    engine = engine_for(storage)
+    storage, engine = back_to_back(postgres_backend, monkeypatch)
     with held_connection(engine):
         with transaction(engine) as tx:
             record(tx, "before")
