@@ -167,12 +167,22 @@ def cli(
     )
 
 
+FOREGROUND = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+"""Run the rest of argv as a shell runs a command in the foreground: with Ctrl-C's default
+action. A background job of a non-interactive shell (`cmd &` in a script, which is how a CI
+runner may start the suite) ignores SIGINT, every process it starts inherits that, and
+Python then installs no KeyboardInterrupt handler. The exec keeps the pid."""
+
+
 def cli_start(
     backend: Backend, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
-    """Start `python -m contreact` without waiting (for kill tests)."""
+    """Start `python -m contreact` without waiting (for kill and signal tests)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "contreact", *backend.cli_args, *args],
+        [sys.executable, "-c", FOREGROUND, "-m", "contreact", *backend.cli_args, *args],
         cwd=ROOT,
         env=cli_env(env),
         stdout=subprocess.PIPE,
