@@ -48,6 +48,7 @@ from common import (
     print_table,
     report,
 )
+from overhead import without_events
 
 LEVELS = {
     "a": "(a) hand-written ChatOllama loop",
@@ -73,11 +74,14 @@ def _switch_off(name: str) -> dict[str, Any]:
     if name == "none":  # the reference the savings are measured against
         pass
     elif name == "no_events":  # event rows, their payloads' encoding and JSONL lines
-        journal.insert_events = lambda conn, run_id, batch: []  # type: ignore[assignment]
+        journal.write_record = without_events(journal.write_record)  # type: ignore[assignment]
     elif name == "no_jsonl":
         journal.mirror_lines = lambda *args: None  # type: ignore[assignment]
     elif name == "no_journal_rows":  # the records themselves (their events stay)
-        journal.insert_ignore = lambda conn, table, values: True  # type: ignore[assignment]
+        write = journal.write_record
+        journal.write_record = lambda conn, run_id, record, batch: write(  # type: ignore[assignment]
+            conn, run_id, None, batch
+        )
     elif name == "no_similarity":
         return {"similarity": {"enabled": False}}
     elif name == "no_lineage":  # the whole per-step lineage wrapper

@@ -374,7 +374,12 @@ def no_event_rows() -> AbstractContextManager[None]:
     """Skip inserting event rows (the journal rows and memory changes still commit)."""
     import contreact.checkpoints.journal as journal
 
-    return _patched(journal, "insert_events", lambda *args: [])
+    return _patched(journal, "write_record", without_events(journal.write_record))
+
+
+def without_events(write: Callable[..., list[str]]) -> Callable[..., list[str]]:
+    """`journal.write_record` that stores the record and drops its events (both backends)."""
+    return lambda conn, run_id, record, batch: write(conn, run_id, record, [])
 
 
 def no_lineage_check() -> AbstractContextManager[None]:

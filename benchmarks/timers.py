@@ -40,21 +40,15 @@ TARGETS: list[tuple[str, str, str, str]] = [
         "journal transaction (Ledger.commit)",
     ),
     (
-        "journal row (insert_ignore)",
+        "journal row and event rows (write_record)",
         "contreact.checkpoints.journal",
-        "insert_ignore",
+        "write_record",
         "journal transaction (Ledger.commit)",
     ),
     (
         "memory tool (run_tool)",
         "contreact.nodes.dispatch",
         "run_tool",
-        "journal transaction (Ledger.commit)",
-    ),
-    (
-        "event rows (insert_events)",
-        "contreact.checkpoints.journal",
-        "insert_events",
         "journal transaction (Ledger.commit)",
     ),
     (

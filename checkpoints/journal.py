@@ -25,9 +25,11 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, bindparam, func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from contreact.checkpoints.db import (
     Prepared,
@@ -199,36 +201,40 @@ def write_record(
             insert_ignore(conn, journal, record)
         return insert_events(conn, run_id, batch)
     rows = [event_row(run_id, ev) for ev in batch]
-    sql, params = _pg_record_statement(record, rows)
+    params = dict(record or {})
+    for i, row in enumerate(rows):
+        params.update({f"{c}_{i}": row[c] for c in _EVENT_COLUMNS})
+    statement = _pg_record(record is not None, len(rows))
     with autocommit(conn):
-        cursor = conn.connection.cursor()
-        try:
-            cursor.execute(sql, params)
-            new = {str(key) for (key,) in cursor.fetchall()} if rows else set()
-        finally:
-            cursor.close()
+        if not rows:
+            statement.execute(conn, params)
+            return []
+        new = {str(key) for (key,) in statement.rows(conn, params)}
     return [line_text(run_id, row) for row in rows if row["key"] in new]
 
 
-def _pg_record_statement(
-    record: dict[str, Any] | None, rows: list[dict[str, Any]]
-) -> tuple[str, tuple[Any, ...]]:
-    """PostgreSQL's one statement for `write_record`, with its parameters."""
-    inserts: list[str] = []
-    params: list[Any] = []
-    if record is not None:
-        inserts.append(
-            f"INSERT INTO {journal.name} ({', '.join(_JOURNAL_COLUMNS)}) VALUES "
-            "(%s::VARCHAR, %s::VARCHAR, %s::INTEGER, %s::VARCHAR) ON CONFLICT DO NOTHING"
-        )
-        params += [record[c] for c in _JOURNAL_COLUMNS]
-    if rows:
-        one = "(%s::VARCHAR, %s::VARCHAR, %s::INTEGER, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR)"
-        inserts.append(
-            f"INSERT INTO {events.name} ({', '.join(_EVENT_COLUMNS)}) VALUES "
-            f"{', '.join([one] * len(rows))} ON CONFLICT DO NOTHING RETURNING key"
-        )
-        params += [row[c] for row in rows for c in _EVENT_COLUMNS]
-    if len(inserts) == 2:
-        return f"WITH record AS ({inserts[0]}) {inserts[1]}", tuple(params)
-    return inserts[0], tuple(params)
+@cache
+def _pg_record(with_record: bool, events_n: int) -> Prepared:
+    """PostgreSQL's one statement for `write_record`: a record and/or `events_n` events.
+
+    Event parameters are named `<column>_<i>`; the events' insert returns the new keys.
+    """
+
+    def build(_: str) -> Any:
+        if not events_n:
+            return (
+                pg_insert(journal)
+                .values(named(journal, *_JOURNAL_COLUMNS))
+                .on_conflict_do_nothing()
+            )
+        rows = [
+            {c: bindparam(f"{c}_{i}", type_=events.c[c].type) for c in _EVENT_COLUMNS}
+            for i in range(events_n)
+        ]
+        stmt = pg_insert(events).values(rows).on_conflict_do_nothing().returning(events.c.key)
+        if with_record:
+            record = pg_insert(journal).values(named(journal, *_JOURNAL_COLUMNS))
+            stmt = stmt.add_cte(record.on_conflict_do_nothing().cte("record"))
+        return stmt
+
+    return Prepared(build)

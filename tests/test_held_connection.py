@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, select
+from sqlalchemy import Engine, event, select, text
 
 from conftest import Backend
 from contreact.checkpoints import db
@@ -306,8 +306,8 @@ def test_postgres_a_record_commits_with_the_memory_change_its_effect_made(
 
         return act
 
-    def broken(record: Any, rows: Any) -> tuple[str, tuple[Any, ...]]:
-        return "INSERT INTO no_such_table VALUES (1)", ()
+    def broken(with_record: bool, events_n: int) -> Any:
+        return db.Prepared(lambda _: text("INSERT INTO no_such_table VALUES (1) RETURNING 1"))
 
     with held_connection(engine):
         ledger.emit(cycle_start("warm-up"))  # the checkout and its first statements
@@ -315,7 +315,7 @@ def test_postgres_a_record_commits_with_the_memory_change_its_effect_made(
         ledger.commit("c1:s0:t0", 1, write_memory("first"))
         # (psycopg sends BEGIN from inside the first statement's execute, counted after it.)
         assert sorted(trips.sent) == ["BEGIN", "COMMIT", "INSERT", "WITH"]
-        monkeypatch.setattr(journal_module, "_pg_record_statement", broken)
+        monkeypatch.setattr(journal_module, "_pg_record", broken)
         with pytest.raises(Exception, match="no_such_table"):
             ledger.commit("c1:s1:t0", 1, write_memory("second"))
     with engine.connect() as conn:
