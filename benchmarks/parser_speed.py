@@ -28,7 +28,7 @@ def inputs(size: int) -> dict[str, str]:
         "tool-call-tags": "<tool_call>" * (size // 11),
         "action-lines": "Action: read\n" * (size // 13),
         "plain-prose": "The agent thinks about prime gaps. " * (size // 35),
-        # Floods of each dialect's markup (nodes/toolcalls/layers/dialects.py and friends).
+        # Floods of each dialect's markup (nodes/toolcalls/layers/dialects.py and more).
         "mistral-tokens": "[TOOL_CALLS]a" * (size // 13),
         "deepseek-call-begins": "<｜tool▁call▁begin｜>" * (size // 19),
         "kimi-call-begins": "<|tool_call_begin|>" * (size // 19),

@@ -1,4 +1,4 @@
-"""Tests for nodes/context_budget.py: token estimates, the trim plan, reflection fitting."""
+"""Tests for contreact/nodes/context_budget.py: token estimates, trim plan, reflection fitting."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """An installed contreact adds one name to site-packages: `contreact`.
 
-The repository keeps its top-level folders (`graph/`, `nodes/`, `tools/`, `checkpoints/`),
-but installed they live under the `contreact` namespace (`contreact/graph` and the others
-are links to them), so they never collide with a user's own `graph` or `tools` module.
+The card's packages (`graph`, `nodes`, `tools`, `checkpoints`) live under the `contreact`
+namespace, so they never collide with a user's own `graph` or `tools` module, and every
+file has one real location: the repository tracks no symlinks.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from conftest import ROOT
 
 @pytest.mark.slow
 def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
-    # Built from a copy of what git tracks (links kept as links), as a clean clone would
-    # be: an in-tree build leaves build/ behind, whose stale files a later wheel would ship.
+    # Built from a copy of what git tracks, as a clean clone would be: an in-tree build
+    # leaves build/ behind, whose stale files a later wheel would ship.
     source = tmp_path / "src"
     listed = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
@@ -33,9 +33,7 @@ def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
     for name in listed:
         origin, copy = ROOT / name, source / name
         copy.parent.mkdir(parents=True, exist_ok=True)
-        if origin.is_symlink():
-            copy.symlink_to(origin.readlink())
-        elif origin.is_file():
+        if origin.is_file():
             shutil.copy2(origin, copy)
     wheels = tmp_path / "wheels"
     built = subprocess.run(
@@ -66,7 +64,7 @@ def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
     for package in ("graph", "nodes", "tools", "checkpoints"):
         assert f"contreact/{package}/__init__.py" in names
         # The repository's own folder is what gets installed, file for file.
-        ours = {p.name for p in (ROOT / package).glob("*.py")}
+        ours = {p.name for p in (ROOT / "contreact" / package).glob("*.py")}
         assert ours <= {Path(n).name for n in names if n.startswith(f"contreact/{package}/")}
 
 
@@ -79,3 +77,12 @@ def test_the_generic_names_are_not_importable_from_an_install() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd="/", timeout=60
     )
     assert found.stdout.strip() == "[]", found.stdout + found.stderr
+
+
+def test_the_repository_tracks_no_symlinks() -> None:
+    # Git for Windows checks links out as small text files, and tools that map import
+    # paths to files cannot follow them: every file has one real location.
+    staged = subprocess.run(
+        ["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert [line for line in staged if line.startswith("120000")] == []

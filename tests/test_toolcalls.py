@@ -1,4 +1,4 @@
-"""Tests for nodes/toolcalls/: the corpus of model messages, units, and properties."""
+"""Tests for contreact/nodes/toolcalls/: the corpus of model messages, units, and properties."""
 
 from __future__ import annotations
 
