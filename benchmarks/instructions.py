@@ -68,8 +68,9 @@ def _switch_off(name: str) -> dict[str, Any]:
     attributes are replaced, so what remains is exactly what the mechanism costs.
     """
     import contreact.checkpoints.journal as journal
+    import contreact.checkpoints.lineage as lineage
     import contreact.nodes.invoke as invoke
-    import contreact.nodes.session as session
+    import contreact.nodes.step as session
 
     if name == "none":  # the reference the savings are measured against
         pass
@@ -87,7 +88,7 @@ def _switch_off(name: str) -> dict[str, Any]:
     elif name == "no_lineage":  # the whole per-step lineage wrapper
         session.lineage_of = lambda state, runtime: state.lineage  # type: ignore[assignment]
     elif name == "no_fork_query":  # only the fork-point test's query, once per invocation
-        session.is_fork_point = lambda engine, cp: False  # type: ignore[assignment]
+        lineage.is_fork_point = lambda engine, cp: False  # type: ignore[assignment]
     elif name == "no_prompt_delta":  # what each LLM_INVOCATION logs of the prompt
         invoke.logged_messages = lambda *args: []  # type: ignore[assignment]
     else:

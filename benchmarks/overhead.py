@@ -384,7 +384,7 @@ def without_events(write: Callable[..., list[str]]) -> Callable[..., list[str]]:
 
 def no_lineage_check() -> AbstractContextManager[None]:
     """Skip the per-step fork-point check (one query per node; safe on a run's main line)."""
-    import contreact.nodes.session as session
+    import contreact.nodes.step as session
 
     return _patched(session, "lineage_of", lambda state, runtime: state.lineage)
 

@@ -3,9 +3,10 @@
 The monitor scores every cycle's reflection against every earlier one (after each
 cycle), and a report's heatmap scores every pair, so both grow with the run: this
 prints, at 10, 50, 200 and 500 cycles, the monitor's time for one cycle and the time of
-the whole matrix, for `contreact.analysis.similarity` (numpy arrays over one n-gram
-vocabulary) and for the sparse-dict reference it must agree with (`tfidf_vectors` +
-`sparse_cosine`, Python loops: how the monitor computed its scores before).
+the whole matrix, for `contreact.nodes.similarity` and `contreact.analysis.similarity`
+(numpy arrays over one n-gram vocabulary) and for the sparse-dict reference it must agree
+with (`tfidf_vectors` + `sparse_cosine`, Python loops: how the monitor computed its scores
+before).
 
 Reflections: every note joins four texts of the labelled calibration set
 (`tests/data/similarity_pairs.yaml`, first-person notes in the register of the paper's
@@ -25,14 +26,8 @@ from typing import Any
 import yaml
 from common import Figure, parser, print_table, report
 
-from contreact.analysis.similarity import (
-    _grams,
-    char_ngrams,
-    lexical_matrix,
-    lexical_scores,
-    sparse_cosine,
-    tfidf_vectors,
-)
+from contreact.analysis.similarity import lexical_matrix, sparse_cosine, tfidf_vectors
+from contreact.nodes.similarity import _grams, char_ngrams, lexical_scores
 
 PAIRS = Path(__file__).resolve().parents[1] / "tests" / "data" / "similarity_pairs.yaml"
 

@@ -25,8 +25,8 @@ from typing import Any
 TARGETS: list[tuple[str, str, str, str]] = [
     # (label, module, attribute path, parent label or "")
     (
-        "fork test before every node (nodes.session.lineage_of)",
-        "contreact.nodes.session",
+        "fork test before every node (nodes.step.lineage_of)",
+        "contreact.nodes.step",
         "lineage_of",
         "",
     ),
@@ -119,7 +119,7 @@ RESUME_TARGETS: list[tuple[str, str, str, str]] = [
         "_add_missing_columns",
         "database engine (engine_for)",
     ),
-    ("fork test (nodes.session.lineage_of)", "contreact.nodes.session", "lineage_of", ""),
+    ("fork test (nodes.step.lineage_of)", "contreact.nodes.step", "lineage_of", ""),
     ("graph compilation (StateGraph.compile)", "langgraph.graph.state", "StateGraph.compile", ""),
     ("checkpoint load (Pregel.get_state)", "langgraph.pregel.main", "Pregel.get_state", ""),
     ("registry update (set_status)", "contreact.runner", "set_status", ""),

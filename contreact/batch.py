@@ -31,20 +31,24 @@ from typing import Any
 
 import httpx
 import yaml
+from pydantic import ValidationError
 
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.db import Storage, engine_for
 from contreact.checkpoints.events import Error, read_events
 from contreact.checkpoints.private_files import open_private, private_dir
 from contreact.checkpoints.registry import RunNotFoundError, get_run
-from contreact.config import ConfigError, deep_merge, parse_config
-from contreact.graph.defaults import default_model_options
+from contreact.config import (
+    BATCH_KEYS,
+    DEFAULT_MODEL_OPTIONS,
+    BatchConfig,
+    ConfigError,
+    deep_merge,
+    describe_error,
+    parse_config,
+)
 
-BATCH_KEYS = ("batch", "models", "replicates", "parallel")
-MODEL_KEYS = ("name", "model_options", "reasoning", "num_ctx")
-"""The keys of a model given as a mapping in `models`."""
 HOST_FAILURES = frozenset({"connection", "timeout"})
-DEFAULT_SEED = default_model_options()["seed"]
 
 
 @dataclass(frozen=True)
@@ -104,41 +108,33 @@ def load_batch(path: Path) -> BatchSpec:
         raise ConfigError(f"{path}: is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the batch config must be a YAML mapping")
-    name = str(data.pop("batch", path.stem))
-    models = data.pop("models", None)
-    replicates = data.pop("replicates", 1)
-    parallel = data.pop("parallel", 1)
-    problems: list[str] = []
-    entries = _model_entries(models, problems)
-    if not isinstance(replicates, int) or replicates < 1:
-        problems.append(f"`replicates` must be a whole number of at least 1 (got {replicates!r})")
-    if not isinstance(parallel, int) or parallel < 1:
-        problems.append(f"`parallel` must be a whole number of at least 1 (got {parallel!r})")
-    for key in ("run_id", "model"):
-        if key in data:
-            problems.append(f"`{key}` is set by the batch; use `batch` and `models` instead")
+    named = [key for key in ("run_id", "model") if key in data]
+    problems = [f"`{key}` is set by the batch; use `batch` and `models` instead" for key in named]
+    try:
+        spec = BatchConfig.model_validate({k: v for k, v in data.items() if k not in named})
+    except ValidationError as exc:
+        problems += [describe_error(BatchConfig, e) for e in exc.errors()]
     if problems:
         raise ConfigError(f"{path}: " + "; ".join(problems))
-    section = data.get("ollama")
-    ollama: dict[str, Any] = section if isinstance(section, dict) else {}
-    hosts = [
-        str(h) for h in (ollama.get("hosts") or ([ollama["host"]] if ollama.get("host") else []))
-    ]
+    name = spec.batch or path.stem
+    shared = {k: v for k, v in data.items() if k not in BATCH_KEYS}
+    hosts = spec.hosts
     runs = []
-    pairs = itertools.product(entries, range(1, replicates + 1))
-    for index, ((model, own), replicate) in enumerate(pairs):
-        run_id = f"{name}.{_slug(model)}.r{replicate}"
-        changes: dict[str, Any] = {"run_id": run_id, "model": model, "batch": name}
+    pairs = itertools.product(spec.models, range(1, spec.replicates + 1))
+    for index, (entry, replicate) in enumerate(pairs):
+        run_id = f"{name}.{_slug(entry.name)}.r{replicate}"
+        changes: dict[str, Any] = {"run_id": run_id, "model": entry.name, "batch": name}
         if hosts:
             changes["ollama"] = {"host": hosts[index % len(hosts)]}
-        merged = deep_merge(deep_merge(data, own), changes)
+        merged = deep_merge(deep_merge(shared, entry.changes()), changes)
         options = merged.get("model_options")
-        base = options.get("seed", DEFAULT_SEED) if isinstance(options, dict) else DEFAULT_SEED
+        default = DEFAULT_MODEL_OPTIONS["seed"]
+        base = options.get("seed", default) if isinstance(options, dict) else default
         seed = replicate_seed(base, replicate)
         merged = deep_merge(merged, {"model_options": {"seed": seed}})
         config = parse_config(merged, f"{path} ({run_id})")
-        runs.append(PlannedRun(run_id, model, replicate, config.model_dump(mode="json"), seed))
-    return BatchSpec(name, runs, hosts, parallel)
+        runs.append(PlannedRun(run_id, entry.name, replicate, config.model_dump(mode="json"), seed))
+    return BatchSpec(name, runs, hosts, spec.parallel)
 
 
 def replicate_seed(base: Any, replicate: int) -> int | None:
@@ -151,40 +147,6 @@ def replicate_seed(base: Any, replicate: int) -> int | None:
     if isinstance(base, bool) or not isinstance(base, int):
         return base
     return base + replicate - 1
-
-
-def _model_entries(models: Any, problems: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """`(name, config changes)` for every entry of `models` (a name or a mapping)."""
-    if not isinstance(models, list) or not models:
-        problems.append("`models` must be a non-empty list of model names or mappings")
-        return []
-    entries: list[tuple[str, dict[str, Any]]] = []
-    for i, entry in enumerate(models):
-        if isinstance(entry, str) and entry:
-            entries.append((entry, {}))
-            continue
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            problems.append(
-                f"`models[{i}]` must be a model name or a mapping with `name` "
-                f"(and {', '.join(MODEL_KEYS[1:])})"
-            )
-            continue
-        unknown = sorted(set(entry) - set(MODEL_KEYS))
-        if unknown:
-            problems.append(
-                f"`models[{i}]` has unknown key(s) {', '.join(unknown)}; "
-                f"allowed: {', '.join(MODEL_KEYS)}"
-            )
-            continue
-        own: dict[str, Any] = {}
-        if "model_options" in entry:
-            own["model_options"] = entry["model_options"]
-        if "num_ctx" in entry:
-            own = deep_merge(own, {"model_options": {"num_ctx": entry["num_ctx"]}})
-        if "reasoning" in entry:
-            own["ollama"] = {"reasoning": entry["reasoning"]}
-        entries.append((entry["name"], own))
-    return entries
 
 
 def host_answers(host: str, timeout: float = 3.0) -> bool:

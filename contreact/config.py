@@ -1,4 +1,8 @@
-"""The YAML run configuration: pydantic models, loading, validation and CLI overrides.
+"""The run configuration: the one pydantic model of a run's settings, loading and validation.
+
+Every default of a run is declared here, once, on the pydantic sections: the YAML config,
+the graph's runtime context (`graph.state.Context` is a `Settings`), a run started in
+Studio and a batch all read them from these models.
 
 A researcher's config is the record of an experiment, so it is strict: unknown keys are
 errors with a "did you mean" hint, wrong types name the field and the file, and every
@@ -8,10 +12,13 @@ problem in the file is reported at once, not one per attempt.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import json
+import os
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, TypeVar, get_args, get_origin
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -24,21 +31,61 @@ from pydantic import (
 )
 
 from contreact.checkpoints.run_record import check_run_id
-from contreact.graph import defaults as d
-from contreact.graph.defaults import (
-    CheckpointPolicy,
-    ReflectionFormat,
-    ToolMode,
-    default_model_options,
-    default_ollama_host,
-    resolve_host,
-)
 from contreact.nodes.reflection_format import schema_problems
 from contreact.ollama_options import check_model_options
 
-if TYPE_CHECKING:
-    from contreact.checkpoints.db import Storage
-    from contreact.graph.state import Context
+ToolMode = Literal["auto", "native", "text"]
+"""`auto`: the model's capabilities (`/api/show`) decide between native and text tools."""
+CheckpointPolicy = Literal["step", "cycle"]
+ReflectionFormat = Literal["text", "json"]
+"""`text`: a cycle's final answer is its note as written; `json`: one JSON object fitting
+the reflection schema (by default the paper's reflection/plan template)."""
+
+DEFAULT_OLLAMA_PORT = 11434
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def resolve_host(value: str | None) -> str:
+    """The base URL a host setting means, read exactly as Ollama's own client reads it.
+
+    Ollama servers are usually configured with `OLLAMA_HOST=0.0.0.0` or `127.0.0.1`: no
+    scheme and no port. The `ollama` Python client (`ollama._client._parse_host`) takes a
+    missing scheme as http, a missing port as 11434 (80/443 only when the scheme is given),
+    `:PORT` alone as 127.0.0.1, brackets IPv6 addresses and keeps a path prefix (a proxy).
+    Every place that reaches Ollama (run, resume, doctor, batch, chat) resolves through here.
+    """
+    text = (value or "").strip()
+    port = DEFAULT_OLLAMA_PORT
+    scheme, _, hostport = text.partition("://")
+    if not hostport:
+        scheme, hostport = "http", text
+    elif scheme == "http":
+        port = 80
+    elif scheme == "https":
+        port = 443
+    split = urlsplit(f"{scheme}://{hostport}")
+    host = split.hostname or "127.0.0.1"
+    try:
+        port = split.port or port
+    except ValueError as exc:
+        raise ValueError(f"host {value!r} has an invalid port") from exc
+    try:
+        if isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address):
+            host = f"[{host}]"
+    except ValueError:
+        pass
+    path = split.path.strip("/")
+    return f"{scheme}://{host}:{port}/{path}" if path else f"{scheme}://{host}:{port}"
+
+
+def default_ollama_host() -> str:
+    """`OLLAMA_HOST` as Ollama's client reads it, else Ollama's local default."""
+    return resolve_host(os.environ.get("OLLAMA_HOST"))
+
+
+DEFAULT_MODEL_OPTIONS: dict[str, Any] = {"temperature": 0.6, "seed": 42, "num_ctx": 8192}
+"""Options passed to Ollama when the config gives none; a config's own are merged over them."""
 
 DEFAULT_OPERATOR_REPLY = (
     "This is an automatic reply: the operator is not available right now and has read your message."
@@ -63,10 +110,13 @@ class OllamaSettings(_Strict):
     hosts: list[str] | None = Field(
         None, description="several Ollama servers: a batch spreads its runs over them"
     )
-    timeout_s: float = Field(d.TIMEOUT_S, gt=0)
-    retries: int = Field(d.RETRIES, ge=0, le=20)
-    retry_budget_s: float = Field(d.RETRY_BUDGET_S, gt=0)
-    keep_alive: str = d.KEEP_ALIVE
+    timeout_s: float = Field(120.0, gt=0)
+    """Per model call; ChatOllama waits forever by default."""
+    retries: int = Field(4, ge=0, le=20)
+    """Retries of transient errors (connection, timeout, 5xx, 429) per model call."""
+    retry_budget_s: float = Field(60.0, gt=0)
+    """All retries of one call end within this many seconds."""
+    keep_alive: str = "5m"
     reasoning: bool | Literal["low", "medium", "high"] | None = Field(
         None, description="Ollama's think: true, false, or a level low | medium | high"
     )
@@ -90,13 +140,15 @@ class OllamaSettings(_Strict):
 class Limits(_Strict):
     """Per-cycle budgets and size limits."""
 
-    max_steps_per_cycle: int = Field(d.MAX_STEPS_PER_CYCLE, ge=1)
-    max_tool_calls_per_cycle: int = Field(d.MAX_TOOL_CALLS_PER_CYCLE, ge=0)
-    max_nudges: int = Field(d.MAX_NUDGES, ge=0)
-    tool_output_chars: int = Field(d.TOOL_OUTPUT_CHARS, ge=100)
-    memory_value_chars: int = Field(d.MEMORY_VALUE_CHARS, ge=1)
-    output_reserve_tokens: int = Field(d.OUTPUT_RESERVE_TOKENS, ge=0)
+    max_steps_per_cycle: int = Field(10, ge=1)
+    max_tool_calls_per_cycle: int = Field(20, ge=0)
+    max_nudges: int = Field(2, ge=0)
+    tool_output_chars: int = Field(8000, ge=100)
+    memory_value_chars: int = Field(50_000, ge=1)
+    output_reserve_tokens: int = Field(1024, ge=0)
+    """Tokens of `num_ctx` kept free for the answer when the prompt is trimmed."""
     cycle_seconds: float | None = Field(None, gt=0)
+    """Wall-clock limit per cycle; past it tools are withdrawn and the cycle closes."""
 
 
 class OperatorSettings(_Strict):
@@ -124,20 +176,24 @@ class OperatorSettings(_Strict):
 class SimilaritySettings(_Strict):
     """The reflection-similarity monitor."""
 
-    enabled: bool = d.SIMILARITY_ENABLED
+    enabled: bool = True
     embedding_model: str | None = None
-    moderate: float = Field(d.SIMILARITY_MODERATE, ge=0, le=1)
-    high: float = Field(d.SIMILARITY_HIGH, ge=0, le=1)
+    moderate: float = Field(0.7, ge=0, le=1)
+    high: float = Field(0.8, ge=0, le=1)
     """Thresholds for embedding cosine; the lexical fallback has its own (below)."""
-    lexical_moderate: float = Field(d.SIMILARITY_LEXICAL_MODERATE, ge=0, le=1)
-    lexical_high: float = Field(d.SIMILARITY_LEXICAL_HIGH, ge=0, le=1)
+    # The lexical fallback's scores run lower than embeddings' (a paraphrase shares few
+    # character n-grams): its thresholds are calibrated on tests/data/similarity_pairs.yaml
+    # (see `contreact.nodes.similarity`).
+    lexical_moderate: float = Field(0.26, ge=0, le=1)
+    lexical_high: float = Field(0.75, ge=0, le=1)
 
 
 class PeiSettings(_Strict):
     """The PEI evaluation of this run (`contreact pei`)."""
 
-    num_ctx: int = Field(d.PEI_NUM_CTX, ge=256)
-    """The evaluator's context window; the rated history is fitted into it."""
+    num_ctx: int = Field(32768, ge=256)
+    """The evaluator's context window (room for a 10-cycle paper-length history); the rated
+    history is fitted into it."""
 
 
 REFLECTION_SCHEMA_FILE = Path(__file__).resolve().parent / "data" / "reflection_schema.json"
@@ -164,7 +220,7 @@ class ReflectionSettings(_Strict):
     resumed run keeps it whatever a later contreact bundles.
     """
 
-    format: ReflectionFormat = d.REFLECTION_FORMAT
+    format: ReflectionFormat = "text"
     schema_: dict[str, Any] | None = Field(None, alias="schema")
 
     model_config = ConfigDict(
@@ -200,18 +256,24 @@ class StorageSettings(_Strict):
 class PersistenceSettings(_Strict):
     """How often the run's state is checkpointed."""
 
-    checkpoints: CheckpointPolicy = d.CHECKPOINTS
-    """`cycle` (default): once per cycle and at every pause; `step`: after every step."""
+    checkpoints: CheckpointPolicy = "cycle"
+    """`cycle` (default): one checkpoint per cycle (and at every pause); the journal replays
+    an unfinished cycle's steps on resume. `step`: a checkpoint after every step (Studio time
+    travel to any step of a CLI run). See docs on persistence for the figures behind it."""
 
 
-class Config(_Strict):
-    """One run's configuration (SPEC §10)."""
+class Settings(_Strict):
+    """How a run is executed: every section of a run config but the run's identity.
 
-    run_id: str
-    model: str
-    cycles: int = Field(10, ge=1)
+    The graph's runtime context is one of these (`graph.state.Context`), so a run started
+    from a YAML config and one started in Studio read the same defaults.
+    """
+
+    model: str = "llama3.1:8b"
     ollama: OllamaSettings = OllamaSettings()
-    model_options: dict[str, Any] = Field(default_factory=default_model_options)
+    model_options: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_MODEL_OPTIONS))
+    """Ollama options (`num_ctx`, `temperature`, `seed`, ...), passed through; `seed: null`
+    (an unseeded replicate) sends no seed."""
     limits: Limits = Limits()
     operator: OperatorSettings = OperatorSettings()
     similarity: SimilaritySettings = SimilaritySettings()
@@ -219,18 +281,11 @@ class Config(_Strict):
     persistence: PersistenceSettings = PersistenceSettings()
     pei: PeiSettings = PeiSettings()
     reflection: ReflectionSettings = ReflectionSettings()
-    task: str | None = None
-    tools: ToolMode = d.TOOL_MODE
+    tools: ToolMode = "auto"
     """How tools reach the model: `native` (Ollama's `tools`), `text` (described after the
     system prompt, calls parsed from the answer) or `auto` (the model's capabilities decide)."""
-    user_turn: str = d.USER_TURN
-    batch: str | None = None
-    """The batch this run belongs to (set by `contreact batch`)."""
-
-    @field_validator("run_id")
-    @classmethod
-    def _run_id(cls, value: str) -> str:
-        return check_run_id(value)
+    user_turn: str = "Cycle {cycle} begins."
+    """Each cycle's opening user turn (some models answer nothing without one)."""
 
     @field_validator("model")
     @classmethod
@@ -245,7 +300,7 @@ class Config(_Strict):
         problems = check_model_options(value)
         if problems:
             raise ValueError("; ".join(problems))
-        merged = {**default_model_options(), **value}
+        merged = {**DEFAULT_MODEL_OPTIONS, **value}
         num_ctx = merged.get("num_ctx")
         if not isinstance(num_ctx, int) or isinstance(num_ctx, bool) or num_ctx < 256:
             raise ValueError(f"num_ctx must be an integer of at least 256, got {num_ctx!r}")
@@ -258,6 +313,47 @@ class Config(_Strict):
             return self.ollama.host
         return self.ollama.hosts[0] if self.ollama.hosts else default_ollama_host()
 
+    @property
+    def num_ctx(self) -> int:
+        """The context window asked of Ollama."""
+        return int(self.model_options["num_ctx"])
+
+    @property
+    def sent_options(self) -> dict[str, Any]:
+        """The options sent to Ollama: `seed: null` (an unseeded replicate) sends no seed."""
+        return {k: v for k, v in self.model_options.items() if v is not None}
+
+    @property
+    def reflection_schema(self) -> dict[str, Any] | None:
+        """The schema a structured reflection must fit; None for text reflections."""
+        return self.reflection.schema_
+
+    def settings_data(self) -> dict[str, Any]:
+        """These settings alone, as plain data (no run identity), for a `Settings` subclass."""
+        return self.model_dump(include=set(Settings.model_fields), by_alias=True)
+
+
+class _Runs(Settings):
+    """What a run config and a batch config share beyond the settings: how long, which task."""
+
+    cycles: int = Field(10, ge=1)
+    task: str | None = None
+    """A user task (tasked mode) instead of the task-free prompt; None for ContReAct."""
+
+
+class Config(_Runs):
+    """One run's configuration: its settings plus the run's identity and length."""
+
+    run_id: str
+    model: str
+    batch: str | None = None
+    """The batch this run belongs to (set by `contreact batch`)."""
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, value: str) -> str:
+        return check_run_id(value)
+
     def pinned(self) -> Config:
         """This config with its Ollama host resolved now (from `OLLAMA_HOST` if unset).
 
@@ -268,63 +364,86 @@ class Config(_Strict):
             update={"ollama": self.ollama.model_copy(update={"host": self.host})}
         )
 
-    def to_context(self, storage: Storage | None = None) -> Context:
-        """The runtime Context for this config, on `storage` (default: the config's own)."""
-        from contreact.checkpoints.db import resolve_storage
-        from contreact.graph.state import Context
 
-        if storage is None:
-            storage = resolve_storage(self.storage.data_dir, self.storage.url)
-        return Context(
-            ollama_host=self.host,
-            data_dir=str(storage.data_dir),
-            storage_url=storage.url,
-            model=self.model,
-            timeout_s=self.ollama.timeout_s,
-            retries=self.ollama.retries,
-            retry_budget_s=self.ollama.retry_budget_s,
-            keep_alive=self.ollama.keep_alive,
-            reasoning=self.ollama.reasoning,
-            # `seed: null` (an unseeded replicate) means: send no seed at all.
-            model_options={k: v for k, v in self.model_options.items() if v is not None},
-            tools=self.tools,
-            max_steps_per_cycle=self.limits.max_steps_per_cycle,
-            max_tool_calls_per_cycle=self.limits.max_tool_calls_per_cycle,
-            max_nudges=self.limits.max_nudges,
-            tool_output_chars=self.limits.tool_output_chars,
-            memory_value_chars=self.limits.memory_value_chars,
-            output_reserve_tokens=self.limits.output_reserve_tokens,
-            cycle_seconds=self.limits.cycle_seconds,
-            user_turn=self.user_turn,
-            similarity_enabled=self.similarity.enabled,
-            embedding_model=self.similarity.embedding_model,
-            similarity_moderate=self.similarity.moderate,
-            similarity_high=self.similarity.high,
-            similarity_lexical_moderate=self.similarity.lexical_moderate,
-            similarity_lexical_high=self.similarity.lexical_high,
-            reflection_schema=self.reflection.schema_,
-        )
+class ModelEntry(_Strict):
+    """One model of a batch, with settings for its runs only (a bare name has none)."""
+
+    name: str = Field(min_length=1)
+    model_options: dict[str, Any] | None = None
+    reasoning: bool | Literal["low", "medium", "high"] | None = None
+    num_ctx: int | None = Field(None, ge=256)
+    """Shorthand for `model_options.num_ctx`."""
+
+    def changes(self) -> dict[str, Any]:
+        """What this entry changes in its runs' config."""
+        own: dict[str, Any] = {}
+        if self.model_options is not None:
+            own["model_options"] = dict(self.model_options)
+        if self.num_ctx is not None:
+            own.setdefault("model_options", {})["num_ctx"] = self.num_ctx
+        if "reasoning" in self.model_fields_set:
+            own["ollama"] = {"reasoning": self.reasoning}
+        return own
 
 
-def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
-    model: type[BaseModel] | None = Config
+class BatchConfig(_Runs):
+    """A batch: one run config's settings, run for each of `models`, `replicates` times."""
+
+    batch: str | None = None
+    """The batch's name (default: the config file's name); runs are `<batch>.<model>.r<N>`."""
+    models: list[ModelEntry] = Field(min_length=1)
+    replicates: int = Field(1, ge=1)
+    parallel: int = Field(1, ge=1)
+    """How many runs go at once."""
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"name": m} if isinstance(m, str) else m for m in value]
+        return value
+
+    @property
+    def hosts(self) -> list[str]:
+        """The Ollama servers the batch spreads its runs over (none given: the default's)."""
+        if self.ollama.hosts:
+            return list(self.ollama.hosts)
+        return [self.ollama.host] if self.ollama.host else []
+
+
+BATCH_KEYS = frozenset(set(BatchConfig.model_fields) - set(Config.model_fields))
+"""The keys a batch config has that a run config has not."""
+
+
+def _model_at(root: type[BaseModel], path: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model a validation error's location points into (list items included)."""
+    model: type[BaseModel] | None = root
+    items: type[BaseModel] | None = None
     for part in path:
-        if model is None or not isinstance(part, str) or part not in model.model_fields:
+        if isinstance(part, int):
+            model, items = items, None
+            continue
+        if model is None or part not in model.model_fields:
             return None
         annotation = model.model_fields[part].annotation
-        model = (
-            annotation
-            if isinstance(annotation, type) and issubclass(annotation, BaseModel)
-            else None
-        )
+        model = _as_model(annotation)
+        args = get_args(annotation)
+        items = _as_model(args[0]) if get_origin(annotation) is list and args else None
     return model
 
 
-def _describe(error: Any) -> str:
+def _as_model(annotation: Any) -> type[BaseModel] | None:
+    return (
+        annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    )
+
+
+def describe_error(root: type[BaseModel], error: Any) -> str:
+    """One validation error of a `root` model as a config problem, with a did-you-mean hint."""
     loc = tuple(error["loc"])
     name = ".".join(str(p) for p in loc) or "(top level)"
     if error["type"] == "extra_forbidden":
-        parent = _model_at(loc[:-1])
+        parent = _model_at(root, loc[:-1])
         hint = ""
         if parent is not None:
             close = difflib.get_close_matches(
@@ -345,15 +464,20 @@ def _describe(error: Any) -> str:
     return f"`{name}`: {message}{shown}"
 
 
-def parse_config(data: Any, source: str = "<config>") -> Config:
-    """Validate a loaded mapping; raises `ConfigError` naming every bad field and `source`."""
+def validated(model: type[M], data: Any, source: str) -> M:
+    """`data` as a `model`; raises `ConfigError` naming every bad field and `source`."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the config must be a YAML mapping of keys to values")
     try:
-        return Config.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(_describe(e) for e in exc.errors())
+        problems = "; ".join(describe_error(model, e) for e in exc.errors())
         raise ConfigError(f"{source}: {problems}") from None
+
+
+def parse_config(data: Any, source: str = "<config>") -> Config:
+    """Validate a loaded run config; raises `ConfigError` naming every bad field and `source`."""
+    return validated(Config, data, source)
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Config:

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from contreact.checkpoints.db import Storage, engine_for
-from contreact.graph.defaults import TOOL_MODE, resolve_host
+from contreact.config import Settings
 
 
 @dataclass(frozen=True)
@@ -35,40 +35,34 @@ def _show(client: httpx.Client, host: str, model: str) -> dict[str, Any] | None:
     return data
 
 
-def _similarity_method(embedding_model: str | None) -> Check:
-    """Which similarity method the monitor will use, with its default thresholds."""
-    from contreact.graph import defaults as d
-
-    if embedding_model:
+def _similarity_method(settings: Settings, embedding: bool) -> Check:
+    """Which similarity method the monitor will use, with its thresholds."""
+    similarity = settings.similarity
+    if embedding:
         return Check(
             "similarity",
             True,
-            f"embedding:{embedding_model} (cosine; moderate > {d.SIMILARITY_MODERATE}, "
-            f"high > {d.SIMILARITY_HIGH})",
+            f"embedding:{similarity.embedding_model} (cosine; moderate > "
+            f"{similarity.moderate}, high > {similarity.high})",
         )
     return Check(
         "similarity",
         True,
         "lexical-char-tfidf (character 3-5-gram TF-IDF cosine; moderate > "
-        f"{d.SIMILARITY_LEXICAL_MODERATE}, high > {d.SIMILARITY_LEXICAL_HIGH}; "
+        f"{similarity.lexical_moderate}, high > {similarity.lexical_high}; "
         "set similarity.embedding_model for embeddings)",
     )
 
 
-def run_checks(
-    host: str,
-    model: str,
-    storage: Storage,
-    embedding_model: str | None = None,
-    timeout: float = 5.0,
-    tools: str = TOOL_MODE,
-) -> Iterator[Check]:
-    """The checks, in order; later Ollama checks are skipped once Ollama is unreachable.
+def run_checks(settings: Settings, storage: Storage, timeout: float = 5.0) -> Iterator[Check]:
+    """The checks of what a run with `settings` needs, in order.
 
-    `host` is read as Ollama's client reads it (`127.0.0.1` means port 11434); `tools` is
-    the run's configured tool mode, so the tools check says which mode the run will get.
+    Later Ollama checks are skipped once Ollama is unreachable. The host is read as
+    Ollama's client reads it (`127.0.0.1` means port 11434), and the tools check says
+    which mode the run will get under its configured `tools`.
     """
-    host = resolve_host(host)
+    host, model, tools = settings.host, settings.model, settings.tools
+    embedding_model = settings.similarity.embedding_model
     embedding_found = False
     with httpx.Client(timeout=timeout) as client:
         try:
@@ -108,7 +102,7 @@ def run_checks(
                     if found is not None
                     else f"embedding model {embedding_model!r} missing: similarity is lexical",
                 )
-    yield _similarity_method(embedding_model if embedding_found else None)
+    yield _similarity_method(settings, embedding_found)
     try:
         with engine_for(storage).connect():
             pass

@@ -14,24 +14,18 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import cycle_records
-from contreact.checkpoints.db import Storage, engine_for, fault_of, held_connection
-from contreact.checkpoints.events import (
-    Event,
-    HostChange,
-    OperatorMessage,
-    RunFork,
-    count_events,
-    sync_log,
-)
+from contreact.checkpoints.db import Storage, engine_for, fault_of
+from contreact.checkpoints.events import Event, HostChange, OperatorMessage, RunFork, count_events
 from contreact.checkpoints.fork import fork_run_history
 from contreact.checkpoints.journal import Ledger
+from contreact.checkpoints.persistence import Checkpointed, Latest, open_run
 from contreact.checkpoints.registry import (
     Heartbeat,
     RunRecord,
@@ -45,10 +39,10 @@ from contreact.checkpoints.saver import open_saver
 from contreact.checkpoints.storage_faults import StorageFault
 from contreact.config import Config, apply_overrides, deep_merge, parse_config
 from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
-from contreact.graph.state import AgentState, fresh_cycle
+from contreact.graph.state import AgentState, Context, fresh_cycle
 from contreact.graph.wiring import builder, recursion_limit
 from contreact.nodes.ollama_client import ModelCallError
-from contreact.nodes.session import node_started
+from contreact.nodes.step import node_started
 from contreact.operator_policy import AskOperator
 from contreact.operator_policy import answer as answer_by_policy
 from contreact.tools.operator import OPERATOR_INTERRUPT
@@ -346,17 +340,16 @@ def _drive_steps(
     reply: str | None = None,
 ) -> RunOutcome:
     progress = progress or SilentProgress()
-    ctx = config.to_context(storage)
+    ctx = Context.of(config, storage)
     engine = engine_for(storage)
-    # A crash between an event's commit and its JSONL append leaves the file short.
-    sync_log(engine, storage, record.run_id)
-    # The nodes run on this thread: their journal transactions share one connection.
-    with open_saver(storage) as saver, held_connection(engine):
+    with open_run(storage, record.run_id) as saver:
         graph = builder.compile(checkpointer=saver, name="contreact")
-        thread: RunnableConfig = {"configurable": {"thread_id": record.thread_id}}
-        state, payload = _starting_point(graph, thread, record, config, storage, extension)
+        line = Checkpointed(
+            graph, record.thread_id, config.persistence.checkpoints, cycle_node="reflect"
+        )
+        state, payload = _starting_point(line.latest(), record, config, storage, extension)
         if reply is not None:
-            asks = _operator_asks(graph.get_state(thread))
+            asks = _operator_asks(line.interrupts())
             if not asks:
                 raise NotWaitingError(record.run_id)
             progress.operator(str(asks[0].get("message", "")), reply, "queue")
@@ -371,53 +364,22 @@ def _drive_steps(
         # An extended run is shown from the cycle it opens (5 of 6), not where it ended (4/4).
         shown = None if state is None else replace(state, cycle=span[0], last_cycle=span[1])
         progress.started(record, shown, resume and state is not None)
-        invocation: RunnableConfig = {
-            **thread,
-            "recursion_limit": recursion_limit(ctx, span[1] - span[0] + 1),
-        }
+        limit = recursion_limit(ctx, span[1] - span[0] + 1)
 
         def finish(status: RunStatus, reason: str = "") -> RunOutcome:
-            cycle = int(graph.get_state(thread).values.get("cycle", 0))
+            cycle = int(line.latest().values.get("cycle", 0))
             set_status(engine, record.run_id, status, reason=reason)
             outcome = RunOutcome(record.run_id, status, reason, cycle)
             progress.finished(outcome)
             return outcome
 
-        # `step`: a checkpoint after every step. `cycle`: one when the invocation exits,
-        # which it does after every cycle (and at every pause or error); a kill -9 in
-        # between loses only unsaved checkpoints, and the journal replays those steps.
-        per_cycle = config.persistence.checkpoints == "cycle"
         while True:
-            # Inputs that exist nowhere but in this invocation must be saved at once: an
-            # operator's reply (a pending write of the paused checkpoint) and the cycle
-            # that extends a completed run (lost, a resume would find the run completed).
-            # Those cycles are checkpointed step by step; they are rare. A new run's or a
-            # fork's first input is rebuilt from the registry if no checkpoint was saved.
-            saves_steps = (
-                not per_cycle
-                or isinstance(payload, Command)
-                or (isinstance(payload, dict) and state is not None)
-            )
-            # Whether the invocation ended where a cycle closes and nothing else: reflect
-            # ran last, the run goes on, and no operator question is pending.
-            cycle_closed = False
             hook = node_started.set(progress.node_started)
             try:
-                for chunk in graph.stream(
-                    payload,
-                    # A run id per stream() call: the fork-point test runs once per call.
-                    {**invocation, "run_id": uuid.uuid4()},
-                    context=ctx,
-                    durability="sync" if saves_steps else "exit",
-                    interrupt_after=["reflect"] if per_cycle else None,
-                    stream_mode="updates",
-                ):
-                    for node, update in cast(dict[str, Any], chunk).items():
-                        if node == "__interrupt__":
-                            cycle_closed = cycle_closed and not update
-                        elif isinstance(update, dict):
-                            progress.update(node, update)
-                            cycle_closed = node == "reflect" and update.get("status") != "completed"
+                # A run id per invocation: the fork-point test runs once per invocation.
+                invocation: RunnableConfig = {"recursion_limit": limit, "run_id": uuid.uuid4()}
+                for node, update in line.stream(payload, context=ctx, config=invocation):
+                    progress.update(node, update)
             except ModelCallError as error:
                 return finish("failed", error.message)
             except KeyboardInterrupt:
@@ -438,19 +400,15 @@ def _drive_steps(
                 raise
             finally:
                 node_started.reset(hook)
-            if per_cycle and cycle_closed:
-                # The common case needs no look at the saved state (a checkpoint load).
+            stop = line.stop()
+            if stop.kind == "cycle":
                 payload = None
                 continue
-            snapshot = graph.get_state(thread)
-            asks = _operator_asks(snapshot)
+            if stop.kind == "ended":
+                return finish("completed")
+            asks = _operator_asks(stop.interrupts)
             if not asks:
-                if snapshot.values.get("status") == "completed" and not snapshot.next:
-                    return finish("completed")
-                if per_cycle and tuple(snapshot.next) == ("assemble",):
-                    payload = None  # a cycle closed and was saved: on to the next
-                    continue
-                return finish("failed", f"the graph stopped unexpectedly before {snapshot.next}")
+                return finish("failed", f"the graph stopped unexpectedly before {stop.next}")
             message = str(asks[0].get("message", ""))
             answered = count_events(engine, record.run_id, event_type=OperatorMessage.event_type)
             try:
@@ -469,8 +427,7 @@ def _drive_steps(
 
 
 def _starting_point(
-    graph: Any,
-    thread: RunnableConfig,
+    latest: Latest,
     record: RunRecord,
     config: Config,
     storage: Storage,
@@ -482,11 +439,10 @@ def _starting_point(
     input. A completed run is only continued when extended: its next cycle is opened by
     invoking the finished thread with that cycle's starting state.
     """
-    snapshot = graph.get_state(thread)
-    if not snapshot.values:
+    if not latest.values:
         return None, _first_input(record, config, storage)
-    state = AgentState(**snapshot.values)
-    if snapshot.next or state.status != "completed":
+    state = AgentState(**latest.values)
+    if latest.next or state.status != "completed":
         return state, None
     if extension is None:
         raise RunAlreadyCompletedError(record.run_id)
@@ -499,13 +455,9 @@ def _starting_point(
     return state, {**fresh_cycle(state.cycle + 1, advisory, opening), "last_cycle": last}
 
 
-def _operator_asks(snapshot: Any) -> list[dict[str, Any]]:
-    """The operator messages a state snapshot is paused on."""
-    return [
-        i.value
-        for i in snapshot.interrupts
-        if isinstance(i.value, dict) and i.value.get("type") == OPERATOR_INTERRUPT
-    ]
+def _operator_asks(interrupts: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """The operator messages among the values a thread is paused on."""
+    return [i for i in interrupts if isinstance(i, dict) and i.get("type") == OPERATOR_INTERRUPT]
 
 
 @dataclass(frozen=True)
@@ -535,7 +487,7 @@ def pending_operator_messages(storage: Storage) -> list[PendingMessage]:
         graph = builder.compile(checkpointer=saver)
         for record in paused:
             snapshot = graph.get_state({"configurable": {"thread_id": record.thread_id}})
-            for ask in _operator_asks(snapshot):
+            for ask in _operator_asks(tuple(i.value for i in snapshot.interrupts)):
                 found.append(
                     PendingMessage(
                         record.run_id,

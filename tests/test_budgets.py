@@ -11,7 +11,7 @@ from contreact.nodes.budgets import (
     truncate_output,
 )
 
-CTX = Context(max_steps_per_cycle=4, max_tool_calls_per_cycle=3, cycle_seconds=10)
+CTX = Context(limits={"max_steps_per_cycle": 4, "max_tool_calls_per_cycle": 3, "cycle_seconds": 10})
 
 
 def test_tools_withdrawn_when_tool_budget_spent_or_last_step() -> None:

@@ -76,7 +76,7 @@ def test_a_node_writes_only_the_fields_it_changes() -> None:
     from langchain_core.messages import RemoveMessage
 
     from contreact.graph.state import AgentState, fresh_cycle, new_stats
-    from contreact.nodes.session import changes
+    from contreact.nodes.step import changes
 
     state = AgentState(cycle=3, outcome="final", final_text="Done.", stats=new_stats())
     update = changes(state, fresh_cycle(4))

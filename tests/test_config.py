@@ -8,6 +8,7 @@ import pytest
 
 from contreact.checkpoints.db import resolve_storage
 from contreact.config import ConfigError, deep_merge, load_config, parse_config
+from contreact.graph.state import Context
 
 
 def test_minimal_config_gets_the_spec_defaults() -> None:
@@ -16,10 +17,10 @@ def test_minimal_config_gets_the_spec_defaults() -> None:
     assert config.model_options == {"temperature": 0.6, "seed": 42, "num_ctx": 8192}
     assert (config.limits.max_steps_per_cycle, config.limits.max_tool_calls_per_cycle) == (10, 20)
     assert config.operator.mode == "auto" and config.similarity.high == 0.8
-    ctx = config.to_context(resolve_storage("/tmp/x", "postgresql+psycopg://u@h/db"))
-    assert ctx.num_ctx == 8192 and ctx.timeout_s == 120 and ctx.retries == 4
+    ctx = Context.of(config, resolve_storage("/tmp/x", "postgresql+psycopg://u@h/db"))
+    assert ctx.num_ctx == 8192 and ctx.ollama.timeout_s == 120 and ctx.ollama.retries == 4
     # The storage chosen on the command line reaches the nodes, not only the registry.
-    assert ctx.storage.url == "postgresql+psycopg://u@h/db" and ctx.data_dir == "/tmp/x"
+    assert ctx.store.url == "postgresql+psycopg://u@h/db" and str(ctx.store.data_dir) == "/tmp/x"
 
 
 def test_model_options_merge_over_defaults() -> None:

@@ -135,10 +135,10 @@ def test_a_copied_thread_cannot_write_into_a_registered_run(
 
     from contreact.checkpoints.db import engine_for
     from contreact.checkpoints.events import read_events
+    from contreact.checkpoints.persistence import ForeignThreadError
     from contreact.checkpoints.saver import open_saver
     from contreact.graph import builder
     from contreact.graph.state import Context
-    from contreact.nodes.session import ForeignThreadError
 
     backend = sqlite_backend
     with scripted_stub(FOUR_CYCLES) as server:
@@ -148,7 +148,11 @@ def test_a_copied_thread_cannot_write_into_a_registered_run(
         assert cli(backend, "run", str(config)).returncode == 0
         engine = engine_for(backend.storage())
         before, sent = read_events(engine, "owned"), len(server.requests())
-        ctx = Context(model="stub-model", ollama_host=server.url, data_dir=str(backend.data_dir))
+        ctx = Context(
+            model="stub-model",
+            ollama={"host": server.url},
+            storage={"data_dir": str(backend.data_dir)},
+        )
         with open_saver(backend.storage()) as saver:
             copy = builder.compile(checkpointer=saver)
             with pytest.raises(ForeignThreadError, match="contreact fork owned"):

@@ -2,13 +2,14 @@
 
 Fast node-level checks of the seams, in the manner of LangGraph's own prebuilt-agent tests:
 no stub server, no subprocess. The model is injected through `Context.chat_model`, the one
-seam a test may replace; everything else (nodes, journal, SQLite tables) is the real code.
+seam a test may replace; everything else (nodes, journal, SQLite tables and saver) is the
+real code.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,10 @@ import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatResult
-from langgraph.checkpoint.memory import InMemorySaver
 
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.saver import open_saver
 from contreact.config import parse_config
 from contreact.graph.state import Context, fresh_cycle
 from contreact.graph.wiring import builder
@@ -51,7 +52,14 @@ def tool(name: str, **args: str) -> AIMessage:
 
 
 def context(tmp_path: Path, chat: ScriptedChat) -> Context:
-    return Context(model="fake", chat_model=chat, data_dir=str(tmp_path / "runs"))
+    return Context(model="fake", chat_model=chat, storage={"data_dir": str(tmp_path / "runs")})
+
+
+@contextmanager
+def compiled(ctx: Context) -> Iterator[Any]:
+    """The graph on the run's own SQLite saver (fork points are read from its table)."""
+    with open_saver(ctx.store) as saver:
+        yield builder.compile(checkpointer=saver)
 
 
 def start(run_id: str, cycles: int) -> dict[str, Any]:
@@ -67,17 +75,17 @@ def test_every_earlier_reflection_is_in_the_prompt_and_an_advisory_lasts_one_cyc
 ) -> None:
     same = "The tides rise and fall with the moon, and I watched them rise and fall."
     chat = model(same, same, "Quantum chess openings differ entirely from classical ones.", "ok")
-    graph = builder.compile(checkpointer=InMemorySaver())
     ctx = context(tmp_path, chat)
     thread = {"configurable": {"thread_id": "t-prompt"}}
-    final = graph.invoke(start("prompt", 4), thread, context=ctx)
+    with compiled(ctx) as graph:
+        final = graph.invoke(start("prompt", 4), thread, context=ctx)
     assert final["status"] == "completed"
     assert len(chat.prompts) == 4
     last = system_of(chat.prompts[3])
     for cycle, note in enumerate([same, same], start=1):
         assert f"Cycle {cycle}: {note}" in last
     assert "Cycle 3: Quantum chess" in last
-    records = cycle_records(engine_for(ctx.storage), "prompt")
+    records = cycle_records(engine_for(ctx.store), "prompt")
     advisory = records[1].advisory
     assert advisory, "two identical reflections must leave an advisory"
     assert advisory in system_of(chat.prompts[2])
@@ -92,12 +100,12 @@ def test_time_travel_with_an_edit_calls_the_model_and_keeps_the_original(tmp_pat
         tool("write", key="plan", value="plan two"),
         "Note two.",
     )
-    saver = InMemorySaver()
-    graph = builder.compile(checkpointer=saver)
     ctx = context(tmp_path, first)
     thread: Any = {"configurable": {"thread_id": "t-travel"}}
+    stack = ExitStack()
+    graph = stack.enter_context(compiled(ctx))
     graph.invoke(start("travel", 2), thread, context=ctx)
-    engine = engine_for(ctx.storage)
+    engine = engine_for(ctx.store)
     original = (memory_snapshot(engine, "travel"), graph.get_state(thread).values)
     (cycle_2,) = [
         s
@@ -106,7 +114,7 @@ def test_time_travel_with_an_edit_calls_the_model_and_keeps_the_original(tmp_pat
     ]
     edited = graph.update_state(cycle_2.config, {"advisory": "Edited."}, as_node="reflect")
     second = model(tool("read", key="plan"), "Another note two.")
-    final = graph.invoke(None, edited, context=dataclasses.replace(ctx, chat_model=second))
+    final = graph.invoke(None, edited, context=ctx.model_copy(update={"chat_model": second}))
 
     assert len(second.prompts) == 2, "the branch's steps must call the model afresh"
     assert "Edited." in system_of(second.prompts[0])
@@ -126,6 +134,7 @@ def test_time_travel_with_an_edit_calls_the_model_and_keeps_the_original(tmp_pat
     from contreact.checkpoints.lineage import mint
 
     assert final["lineage"] == mint("t-travel", edited["configurable"]["checkpoint_id"])
+    stack.close()
 
 
 @pytest.mark.parametrize(
@@ -141,7 +150,7 @@ def test_pattern_search_is_a_literal_case_sensitive_substring(
     tmp_path: Path, pattern: str, expected: str
 ) -> None:
     """`%`, `_` and regex characters are literal; `notes` does not match `Notes` (SPEC §5)."""
-    engine = engine_for(Context(data_dir=str(tmp_path / "runs")).storage)
+    engine = engine_for(Context(storage={"data_dir": str(tmp_path / "runs")}).store)
     with engine.begin() as conn:
         session = ToolSession(run_id="search", conn=conn)
         for key in ("notes", "Notes", "a_b", "a%b", "axb", "aXb"):
@@ -151,12 +160,8 @@ def test_pattern_search_is_a_literal_case_sensitive_substring(
 
 def test_studio_context_defaults_are_the_configs() -> None:
     """A run started in Studio (Context defaults) behaves like one from a minimal config."""
-    derived = parse_config({"run_id": "x", "model": "llama3.1:8b"}, "test").to_context()
-    defaults = Context()
-    place = {"data_dir", "storage_url", "ollama_host", "chat_model"}
-    for field in dataclasses.fields(Context):
-        if field.name not in place:
-            assert getattr(defaults, field.name) == getattr(derived, field.name), field.name
+    derived = Context.of(parse_config({"run_id": "x", "model": "llama3.1:8b"}, "test"))
+    assert Context() == derived
 
 
 def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
@@ -166,15 +171,15 @@ def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
     from contreact.nodes.assemble import prompt_of
 
     chat = model("Note one.", tool("write", key="k", value="v"), tool("list"), "Note two.")
-    graph = builder.compile(checkpointer=InMemorySaver())
     ctx = context(tmp_path, chat)
     thread: Any = {"configurable": {"thread_id": "t-seam"}}
-    graph.invoke(start("seam", 2), thread, context=ctx)
-    before_invoke = [
-        AgentState(**s.values) for s in graph.get_state_history(thread) if s.next == ("invoke",)
-    ][::-1]
+    with compiled(ctx) as graph:
+        graph.invoke(start("seam", 2), thread, context=ctx)
+        before_invoke = [
+            AgentState(**s.values) for s in graph.get_state_history(thread) if s.next == ("invoke",)
+        ][::-1]
     assert len(before_invoke) == len(chat.prompts) == 4
-    engine = engine_for(ctx.storage)
+    engine = engine_for(ctx.store)
     for state, sent in zip(before_invoke, chat.prompts, strict=True):
         built = prompt_of(
             state, earlier_notes(engine, "seam", before=state.cycle), text_tools=False

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Backend, cli, cli_start, kill_when, write_config
-from contreact.graph.defaults import resolve_host
+from contreact.config import resolve_host
 from contreact.stub import StubServer
 
 # Host settings as people write them (Ollama's docs, `OLLAMA_HOST` in systemd units and

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from conftest import Backend, cli, outcome, read_log, write_config
-from contreact.analysis.similarity import lexical_scores
 from contreact.nodes.prompts import REFLECTION_FORMAT_HEADING, SYSTEM_PROMPT
 from contreact.nodes.reflection_format import correction, prose_of
+from contreact.nodes.similarity import lexical_scores
 from contreact.stub import StubServer
 
 

@@ -107,13 +107,13 @@ def base(**reflection: object) -> dict[str, object]:
 def test_text_is_the_default_and_has_no_schema() -> None:
     config = parse_config({"run_id": "r", "model": "m"})
     assert config.reflection.format == "text"
-    assert config.to_context().reflection_schema is None
+    assert Context.of(config).reflection_schema is None
     assert Context().reflection_schema is None
 
 
 def test_json_without_a_schema_gets_the_bundled_one_written_into_the_config() -> None:
     config = parse_config(base(format="json"))
-    assert config.to_context().reflection_schema == SCHEMA
+    assert Context.of(config).reflection_schema == SCHEMA
     stored = config.model_dump(mode="json")
     assert stored["reflection"] == {"format": "json", "schema": SCHEMA}
     assert parse_config(stored) == config, "the stored config reads back as itself"
@@ -121,7 +121,7 @@ def test_json_without_a_schema_gets_the_bundled_one_written_into_the_config() ->
 
 def test_a_custom_schema_is_used() -> None:
     schema = {"type": "object", "properties": {"next": {"type": "string"}}, "required": ["next"]}
-    assert parse_config(base(format="json", schema=schema)).to_context().reflection_schema == schema
+    assert Context.of(parse_config(base(format="json", schema=schema))).reflection_schema == schema
 
 
 @pytest.mark.parametrize(

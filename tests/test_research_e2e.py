@@ -21,6 +21,7 @@ from contreact.checkpoints.db import engine_for
 from contreact.checkpoints.events import log_path
 from contreact.checkpoints.registry import get_run
 from contreact.config import ConfigError, parse_config
+from contreact.graph.state import Context
 from contreact.runner import start_run
 from contreact.stub import StubServer
 
@@ -112,17 +113,18 @@ def test_batch_models_as_mappings_and_unseeded_replicates(tmp_path: Path) -> Non
     assert llama["ollama"]["reasoning"] is None and llama["model_options"]["num_ctx"] == 8192
     # seed: null -> every replicate unseeded, and no seed is sent to Ollama at all.
     assert all(r.seed is None and r.config["model_options"]["seed"] is None for r in spec.runs)
-    context = parse_config(oss, "test").to_context()
-    assert "seed" not in context.model_options and context.reasoning == "high"
-    assert context.model_options["temperature"] == 0.7
+    context = Context.of(parse_config(oss, "test"))
+    assert "seed" not in context.sent_options and context.ollama.reasoning == "high"
+    assert context.sent_options["temperature"] == 0.7
 
     seeded = load_batch(write_batch(tmp_path / "s.yaml", models=["a"], replicates=3))
     assert [r.seed for r in seeded.runs] == [42, 43, 44]
     assert [r.config["model_options"]["seed"] for r in seeded.runs] == [42, 43, 44]
 
     for models, words in (
-        ([{"model_options": {}}], "models[0]` must be a model name or a mapping with `name`"),
-        ([{"name": "a", "temperature": 1}], "unknown key(s) temperature"),
+        ([{"model_options": {}}], "`models.0.name` is required"),
+        ([{"name": "a", "temprature": 1}], "unknown key `models.0.temprature`"),
+        ([{"name": "a", "nmae": "b"}], "(did you mean `models.0.name`?)"),
         ([{"name": "a", "reasoning": "extreme"}], "reasoning"),
     ):
         with pytest.raises(ConfigError, match="b.yaml") as info:

@@ -10,19 +10,22 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contreact.analysis import similarity
-from contreact.analysis.similarity import (
+from contreact.analysis.similarity import pairwise
+from contreact.config import SimilaritySettings
+from contreact.nodes import similarity
+from contreact.nodes.similarity import (
     HIGH_ADVISORY,
     LEXICAL_METHOD,
     MODERATE_ADVISORY,
     assess,
     dense_cosine,
     lexical_scores,
-    pairwise,
     tokens,
 )
-from contreact.graph.defaults import SIMILARITY_LEXICAL_HIGH, SIMILARITY_LEXICAL_MODERATE
 from contreact.stub import StubServer
+
+SIMILARITY_LEXICAL_MODERATE = SimilaritySettings().lexical_moderate
+SIMILARITY_LEXICAL_HIGH = SimilaritySettings().lexical_high
 
 PLAN = "Lighthouse plan: index every stored key by theme, then link related notes."
 OTHER = "Drafted a haiku about tides: moon pulls water, shoreline breathes, gulls wait."
@@ -189,7 +192,7 @@ def test_payload_keeps_only_the_highest_scores_so_events_do_not_grow_with_the_ru
 
     Every score in every event would grow the log quadratically (issue 13).
     """
-    from contreact.analysis.similarity import LOGGED_SCORES, SimilarityReport
+    from contreact.nodes.similarity import LOGGED_SCORES, SimilarityReport
 
     scores = [(c, round(0.01 * ((c * 37) % 61), 4)) for c in range(1, 41)]
     scores[20] = (21, scores[5][1])  # a tie: both kept only if both are among the top
@@ -242,9 +245,10 @@ def test_the_reports_matrix_is_the_tfidf_cosine_of_every_pair(
     dense_cells: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Both ways of computing a report's matrix give `sparse_cosine` of `tfidf_vectors`."""
+    from contreact.analysis import similarity as reports
     from contreact.analysis.similarity import sparse_cosine, tfidf_vectors
 
-    monkeypatch.setattr(similarity, "DENSE_CELLS", dense_cells)
+    monkeypatch.setattr(reports, "DENSE_CELLS", dense_cells)
     texts = [PLAN, OTHER, PLAN + " Again.", "记忆的结构", "tides and gulls, again", "x"]
     vectors = tfidf_vectors(texts)
     expected = [[round(sparse_cosine(a, b), 4) for b in vectors] for a in vectors]

@@ -45,7 +45,7 @@ from contreact.checkpoints.db import Storage, engine_for, upsert
 from contreact.checkpoints.db import pei as pei_results
 from contreact.checkpoints.events import utc_now
 from contreact.checkpoints.registry import RUN_ID_PATTERN, RunRecord
-from contreact.graph.defaults import PEI_NUM_CTX
+from contreact.config import Settings, validated
 from contreact.nodes.context_budget import message_tokens
 from contreact.nodes.toolcalls import strip_thinking
 
@@ -526,12 +526,20 @@ def _save(engine: Engine, result: PeiResult) -> None:
         upsert(conn, pei_results, dict(result.__dict__), ["run_id", "evaluator"])
 
 
+def stored_config(run: RunRecord) -> Settings:
+    """The settings `run` was made with (its stored config; defaults for what it omits)."""
+    return validated(
+        Settings,
+        {k: run.config[k] for k in Settings.model_fields if k in run.config},
+        f"run {run.run_id}",
+    )
+
+
 def pei_num_ctx(run: RunRecord, override: int | None = None) -> int:
     """The evaluator's context: `override`, else the run's `pei.num_ctx`, else the default."""
     if override is not None:
         return override
-    configured = (run.config.get("pei") or {}).get("num_ctx")
-    return int(configured) if isinstance(configured, int) else PEI_NUM_CTX
+    return stored_config(run).pei.num_ctx
 
 
 def question_for(
@@ -539,15 +547,13 @@ def question_for(
 ) -> tuple[Question, Omitted]:
     """The PEI question `evaluator` is asked about `run` (cycles 1..`at_cycle`)."""
     messages, omitted = fit_history(run_history(engine, run.run_id, at_cycle), instrument, num_ctx)
-    options = dict(run.config.get("model_options") or {})
-    options["num_ctx"] = num_ctx
-    timeout = float((run.config.get("ollama") or {}).get("timeout_s") or 120.0)
+    config = stored_config(run)
     question = Question(
         evaluator=evaluator,
         host=run.host,
         messages=messages,
-        options={k: v for k, v in options.items() if v is not None},
-        timeout_s=timeout,
+        options={**config.sent_options, "num_ctx": num_ctx},
+        timeout_s=config.ollama.timeout_s,
     )
     return question, omitted
 

@@ -1,138 +1,34 @@
-"""Reflection similarity: is the agent repeating itself across cycles?
+"""Reflection similarity for reports: the full reflection-by-reflection matrix of a run.
 
-After each reflection the monitor compares it with every earlier reflection of the run
-and takes the maximum cosine similarity. Embeddings come from Ollama (`/api/embed`)
-when an embedding model is configured and reachable; otherwise a built-in lexical cosine
-is used, and the result says which method produced the scores and why. Above the
-thresholds an advisory is written into the NEXT cycle's system prompt only (the reflect
-node stores it with the cycle; the next cycle's assemble renders it).
-
-Each method has its own thresholds. Embedding cosines use `similarity.moderate/high`
-(0.70/0.80). The lexical method is TF-IDF over character 3-5-grams taken inside words
-(padded with a space each side), idf smoothed over the texts compared; character
-n-grams credit shared stems ("explore"/"exploring") that word TF-IDF misses. Its
-thresholds, `similarity.lexical_moderate/lexical_high` (0.26/0.75), were calibrated on
-28 labelled reflection pairs (tests/data/similarity_pairs.yaml: 8 near-duplicates, 10
-paraphrases, 10 unrelated), each pair scored alone as the monitor scores two notes:
-unrelated pairs scored 0.10-0.18, paraphrases 0.34-0.62, near-duplicates 0.88-0.96; each
-threshold is the midpoint of the gap it separates, rounded (moderate (0.18+0.34)/2, high
-(0.62+0.88)/2). Word TF-IDF on the same pairs: unrelated up to 0.26, paraphrases from
-0.29 (a gap of 0.03); character n-grams leave a gap of 0.17. `tests/test_similarity.py`
-re-scores the set and fails if a pair falls on the wrong side.
-
-The same scoring serves the reports: `pairwise` gives the full reflection-by-reflection
-matrix a heatmap needs, with the same embedding-or-lexical choice.
+A heatmap needs every pair, not the monitor's per-cycle scores (the SIMILARITY events
+keep only the top few). `pairwise` computes the matrix from the reflections with the
+monitor's method (`nodes.similarity`: Ollama embeddings when configured and reachable,
+else character n-gram TF-IDF); `tfidf_vectors` + `sparse_cosine` are the plain-Python
+reference the array scoring is tested against.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import re
-import threading
-from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from contreact.graph import defaults as d
-
-Level = Literal["none", "moderate", "high"]
-
-LEXICAL_METHOD = "lexical-char-tfidf"
-EMBEDDING_PREFIX = "embedding:"
-
-LOGGED_SCORES = 5
-"""How many of a reflection's scores its SIMILARITY event keeps: the highest ones."""
-
-MODERATE_ADVISORY = (
-    "Similarity note: your last reflection is fairly similar (cosine {score:.2f}) to the one "
-    "you wrote in cycle {cycle}. If you want variety, this cycle is a chance to explore "
-    "something you have not looked at yet; staying on course is also your choice."
+from contreact.nodes.similarity import (
+    EMBED_TIMEOUT_S,
+    EMBEDDING_PREFIX,
+    LEXICAL_METHOD,
+    char_ngrams,
+    dense_cosine,
+    embed,
+    embedding_failure,
+    ratio,
+    weighted,
 )
-HIGH_ADVISORY = (
-    "Similarity notice: your last reflection is nearly the same (cosine {score:.2f}) as the one "
-    "you wrote in cycle {cycle}, so you may be repeating yourself. You are free to continue, "
-    "but consider taking this cycle in a new direction: a new question, a new use of your "
-    "memory, or a new topic."
-)
-
-
-@dataclass(frozen=True)
-class SimilarityReport:
-    """The monitor's verdict on one reflection."""
-
-    scores: list[tuple[int, float]] = field(default_factory=list)
-    """(earlier cycle, cosine similarity) for every earlier non-empty reflection."""
-    maximum: float = 0.0
-    most_similar_cycle: int | None = None
-    method: str = "none"
-    """`embedding:<model>`, `lexical-char-tfidf`, or `none` when there was nothing to compare."""
-    note: str = ""
-    """Why the lexical fallback was used, when it was (one line)."""
-    level: Level = "none"
-    advisory: str | None = None
-    moderate: float = 0.7
-    """The moderate threshold in force (a score above it is `moderate`)."""
-    high: float = 0.8
-    """The high threshold in force (a score above it is `high`)."""
-
-    def as_payload(self) -> dict[str, Any]:
-        """The SIMILARITY event payload: the top scores, the maximum, method, level, thresholds.
-
-        Only the `LOGGED_SCORES` highest scores are logged (in cycle order), with the
-        number of reflections compared: every score would make each cycle's event grow
-        with the run, and the log (and the database) grow quadratically. The full
-        matrix is recomputed from the reflections when a report needs it (`pairwise`).
-        """
-        # Not `asdict`: it deep-copies every score, and there is one per earlier cycle.
-        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
-        # Highest first, ties to the earliest cycle (as `maximum` is chosen); logged in cycle order.
-        top = sorted(self.scores, key=lambda s: (-s[1], s[0]))[:LOGGED_SCORES]
-        data["scores"] = [{"cycle": c, "score": s} for c, s in sorted(top)]
-        data["compared"] = len(self.scores)
-        return data
-
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-# Han, Hiragana, Katakana and Hangul: scripts written without spaces between words, where
-# `\w+` would swallow a whole clause as one "word" and make every sentence unique.
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
-
-
-def tokens(text: str) -> list[str]:
-    """Lower-cased word tokens; runs of CJK characters become character bigrams.
-
-    Args:
-        text: Any text.
-
-    Returns:
-        The tokens in order (a lone CJK character is its own token).
-    """
-    out: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        pos = 0
-        for run in _CJK.finditer(word):
-            if run.start() > pos:
-                out.append(word[pos : run.start()])
-            chunk = run.group()
-            out.extend(chunk[i : i + 2] for i in range(max(1, len(chunk) - 1)))
-            pos = run.end()
-        if pos < len(word):
-            out.append(word[pos:])
-    return out
-
-
-def char_ngrams(text: str, low: int = 3, high: int = 5) -> Counter[str]:
-    """Character n-grams (`low`..`high`) of each token padded with a space each side."""
-    grams: Counter[str] = Counter()
-    for token in tokens(text):
-        padded = f" {token} "
-        for n in range(low, high + 1):
-            grams.update(padded[i : i + n] for i in range(max(1, len(padded) - n + 1)))
-    return grams
 
 
 @functools.lru_cache(maxsize=4096)
@@ -164,262 +60,7 @@ def sparse_cosine(a: dict[str, float], b: dict[str, float]) -> float:
     if len(b) < len(a):
         a, b = b, a
     dot = sum(v * b.get(k, 0.0) for k, v in a.items())
-    return _ratio(dot, a.values(), b.values())
-
-
-def dense_cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Cosine similarity of two dense vectors; 0.0 if either is zero.
-
-    Raises:
-        ValueError: The vectors differ in length (an embedding model changed mid-run).
-    """
-    return _ratio(sum(x * y for x, y in zip(a, b, strict=True)), a, b)
-
-
-def _ratio(dot: float, a: Iterable[float], b: Iterable[float]) -> float:
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    if na == 0 or nb == 0:
-        return 0.0
-    value = dot / (na * nb)
-    # A NaN from a broken embedding must not become the "maximum" and trigger advisories.
-    if not math.isfinite(value):
-        return 0.0
-    return max(-1.0, min(1.0, value))
-
-
-class _GramIndex:
-    """Each text's character n-grams as arrays of term ids and counts, kept per process.
-
-    The monitor scores every cycle's note against every earlier one, so a run of N cycles
-    scores N²/2 pairs; written as Python loops over n-grams that was 60 ms per cycle at
-    cycle 200 (600-character notes). A note's n-grams are counted once, as numpy arrays
-    over one vocabulary, and each cycle's scores are a few array operations.
-    """
-
-    MAX_TEXTS = 4096
-    MAX_TERMS = 2_000_000
-    """Past this many distinct n-grams the vocabulary starts over (texts are re-counted)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ids: dict[str, int] = {}
-        self._texts: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-
-    def arrays(self, texts: Sequence[str]) -> tuple[list[tuple[np.ndarray, np.ndarray]], int]:
-        """(term ids, counts) of each text, and the size of the vocabulary they index."""
-        with self._lock:
-            if len(self._ids) > self.MAX_TERMS:
-                self._ids.clear()
-                self._texts.clear()
-            out = [self._arrays(text) for text in texts]
-            return out, len(self._ids)
-
-    def _arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        found = self._texts.get(text)
-        if found is not None:
-            self._texts.move_to_end(text)
-            return found
-        grams = char_ngrams(text)
-        ids = self._ids
-        found = (
-            np.fromiter((ids.setdefault(g, len(ids)) for g in grams), np.int64, len(grams)),
-            np.fromiter(grams.values(), np.float64, len(grams)),
-        )
-        self._texts[text] = found
-        if len(self._texts) > self.MAX_TEXTS:
-            self._texts.popitem(last=False)
-        return found
-
-
-_grams = _GramIndex()
-
-
-@dataclass(frozen=True)
-class _Weighted:
-    """The TF-IDF weights of some texts' n-grams, flat: text i owns `ids[starts[i]:starts[i+1]]`."""
-
-    ids: np.ndarray
-    weights: np.ndarray
-    owner: np.ndarray
-    starts: np.ndarray
-    norms: np.ndarray
-    size: int
-
-    @classmethod
-    def of(cls, texts: Sequence[str]) -> _Weighted:
-        """Weights with idf smoothed over `texts` (`tfidf_vectors`' definition)."""
-        arrays, size = _grams.arrays(texts)
-        n = len(texts)
-        lengths = [len(a[0]) for a in arrays]
-        ids = np.concatenate([a[0] for a in arrays])
-        owner = np.repeat(np.arange(n), lengths)
-        df = np.bincount(ids, minlength=size)
-        weights = np.concatenate([a[1] for a in arrays]) * (np.log((1 + n) / (1 + df[ids])) + 1)
-        norms = np.sqrt(np.bincount(owner, weights=weights * weights, minlength=n))
-        starts = np.concatenate([[0], np.cumsum(lengths)])
-        return cls(ids, weights, owner, starts, norms, size)
-
-    def dots(self, i: int) -> np.ndarray:
-        """Dot product of text `i`'s vector with every text's."""
-        row = np.zeros(self.size)
-        mine = slice(self.starts[i], self.starts[i + 1])
-        row[self.ids[mine]] = self.weights[mine]
-        return np.bincount(
-            self.owner, weights=self.weights * row[self.ids], minlength=len(self.norms)
-        )
-
-
-def lexical_scores(reflection: str, earlier: Sequence[tuple[int, str]]) -> list[tuple[int, float]]:
-    """Character n-gram TF-IDF cosine of `reflection` against each earlier one.
-
-    The same cosines as `tfidf_vectors` + `sparse_cosine` (idf smoothed over the
-    reflection and the earlier ones), computed on arrays (`_GramIndex`): the monitor runs
-    this after every cycle against the whole run.
-    """
-    if not earlier:
-        return []
-    texts = _Weighted.of([reflection, *(t for _, t in earlier)])
-    query_norm, norms = float(texts.norms[0]), texts.norms[1:].tolist()
-    scores = []
-    for (cycle, _), dot, norm in zip(earlier, texts.dots(0)[1:].tolist(), norms, strict=True):
-        cosine = dot / (query_norm * norm) if query_norm and norm else 0.0
-        scores.append((cycle, round(max(-1.0, min(1.0, cosine)), 4)))
-    return scores
-
-
-_CACHE_LIMIT = 4096
-_cache: OrderedDict[tuple[str, str, str], list[float]] = OrderedDict()
-_cache_lock = threading.Lock()
-
-
-def embed(texts: Sequence[str], *, model: str, host: str, timeout_s: float) -> list[list[float]]:
-    """Ollama embeddings of `texts`, one request for those not embedded before.
-
-    Earlier reflections never change, so their vectors are cached per (host, model, text)
-    in this process: each cycle then embeds one new text instead of the run's whole
-    history, which would grow quadratically over a long run.
-
-    Raises:
-        Exception: Whatever the client raises (unreachable host, unknown model, ...).
-    """
-    keys = [(host, model, t) for t in texts]
-    with _cache_lock:
-        known = {k: _cache[k] for k in keys if k in _cache}
-    missing = list(dict.fromkeys(k for k in keys if k not in known))
-    if missing:
-        from langchain_ollama import OllamaEmbeddings
-
-        embedder = OllamaEmbeddings(
-            model=model, base_url=host, client_kwargs={"timeout": timeout_s}
-        )
-        vectors = embedder.embed_documents([k[2] for k in missing])
-        if len(vectors) != len(missing):
-            raise ValueError(f"asked for {len(missing)} embeddings, got {len(vectors)}")
-        with _cache_lock:
-            for key, vector in zip(missing, vectors, strict=True):
-                known[key] = list(vector)
-                _cache[key] = known[key]
-            while len(_cache) > _CACHE_LIMIT:
-                _cache.popitem(last=False)
-    return [known[k] for k in keys]
-
-
-def embedding_scores(
-    reflection: str,
-    earlier: Sequence[tuple[int, str]],
-    *,
-    model: str,
-    host: str,
-    timeout_s: float,
-) -> list[tuple[int, float]]:
-    """Cosine of Ollama embeddings of `reflection` against each earlier one."""
-    vectors = embed(
-        [reflection, *(t for _, t in earlier)], model=model, host=host, timeout_s=timeout_s
-    )
-    return [
-        (c, round(dense_cosine(vectors[0], v), 4))
-        for (c, _), v in zip(earlier, vectors[1:], strict=True)
-    ]
-
-
-def _failure(model: str, exc: Exception) -> str:
-    detail = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
-    return f"embedding model {model!r} unavailable ({detail})"
-
-
-def level_of(score: float, *, moderate: float, high: float) -> Level:
-    """The advisory level of a maximum similarity (strictly above a threshold counts)."""
-    if score > high:
-        return "high"
-    if score > moderate:
-        return "moderate"
-    return "none"
-
-
-def assess(
-    reflection: str,
-    earlier: Sequence[tuple[int, str]],
-    *,
-    moderate: float = 0.7,
-    high: float = 0.8,
-    lexical: tuple[float, float] | None = None,
-    embedding_model: str | None = None,
-    host: str = "",
-    timeout_s: float = 30.0,
-) -> SimilarityReport:
-    """Compare a reflection with the earlier ones and decide the advisory for the next cycle.
-
-    Never raises for an unavailable embedding model: it falls back to TF-IDF and says why
-    in `note`, because a monitoring failure must not fail the agent's run.
-
-    Args:
-        reflection: This cycle's reflection.
-        earlier: `(cycle, reflection)` of the earlier cycles; empty ones are skipped.
-        moderate: Above this maximum embedding similarity, the mild advisory.
-        high: Above this, the strong advisory.
-        lexical: `(moderate, high)` when the lexical method is in force (default: the
-            calibrated `graph.defaults` values).
-        embedding_model: Ollama embedding model; None means lexical TF-IDF.
-        host: Ollama base URL.
-        timeout_s: Timeout of the embedding request.
-
-    Returns:
-        The scores, their maximum, the method, the level and the advisory text (or None).
-    """
-    earlier = [(c, t) for c, t in earlier if t.strip()]
-    if not reflection.strip() or not earlier:
-        note = "empty reflection" if not reflection.strip() else "no earlier reflection"
-        return SimilarityReport(method="none", note=note, moderate=moderate, high=high)
-    method, note = LEXICAL_METHOD, "no embedding model configured"
-    scores: list[tuple[int, float]] | None = None
-    if embedding_model:
-        try:
-            scores = embedding_scores(
-                reflection, earlier, model=embedding_model, host=host, timeout_s=timeout_s
-            )
-            method, note = EMBEDDING_PREFIX + embedding_model, ""
-        except Exception as exc:  # noqa: BLE001 - any failure falls back, and says why
-            note = _failure(embedding_model, exc)
-    if scores is None:
-        scores = lexical_scores(reflection, earlier)
-        moderate, high = lexical or (d.SIMILARITY_LEXICAL_MODERATE, d.SIMILARITY_LEXICAL_HIGH)
-    # Ties go to the earliest cycle: the first time the agent said it is the reference.
-    best_cycle, best = max(scores, key=lambda s: (s[1], -s[0]))
-    level = level_of(best, moderate=moderate, high=high)
-    template = {"high": HIGH_ADVISORY, "moderate": MODERATE_ADVISORY}.get(level)
-    advisory = template.format(score=best, cycle=best_cycle) if template else None
-    return SimilarityReport(
-        scores=scores,
-        maximum=best,
-        most_similar_cycle=best_cycle,
-        method=method,
-        note=note,
-        level=level,
-        advisory=advisory,
-        moderate=moderate,
-        high=high,
-    )
+    return ratio(dot, a.values(), b.values())
 
 
 @dataclass(frozen=True)
@@ -438,7 +79,7 @@ def pairwise(
     *,
     embedding_model: str | None = None,
     host: str = "",
-    timeout_s: float = 30.0,
+    timeout_s: float = EMBED_TIMEOUT_S,
 ) -> PairwiseSimilarity:
     """The full similarity matrix of `(cycle, reflection)` pairs, embedding or lexical.
 
@@ -475,7 +116,7 @@ def pairwise(
             fill(lambda a, b: dense_cosine(vectors[a], vectors[b]))
             method, note, done = EMBEDDING_PREFIX + embedding_model, "", True
         except Exception as exc:  # noqa: BLE001 - reports fall back like the monitor does
-            note = _failure(embedding_model, exc)
+            note = embedding_failure(embedding_model, exc)
     if not done and live:
         cosines = lexical_matrix([texts[i] for i in live])
         fill(lambda a, b: cosines[a][b])
@@ -493,7 +134,7 @@ def lexical_matrix(texts: Sequence[str]) -> list[list[float]]:
     The same cosines as `tfidf_vectors` + `sparse_cosine`, on arrays: a report's heatmap
     of a 200-cycle run took 8 s as Python loops over sparse vectors.
     """
-    w = _Weighted.of(texts)
+    w = weighted(texts)
     n = len(texts)
     if n * w.size <= DENSE_CELLS:
         dense = np.zeros((n, w.size))

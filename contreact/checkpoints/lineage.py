@@ -18,24 +18,28 @@ A checkpoint that nothing saved continues from is never a fork point: it is a st
 flight (under `durability="async"` perhaps not saved yet), the newest of a paused thread,
 or one replayed after a crash under a policy that does not save every step; its keys
 (built from counters, see `checkpoints.keys`) replay its records. Another thread reusing a run
-id is refused before any of this (`nodes.session`).
+id is refused before any of this (`checkpoints.persistence.enter_step`).
+
+The test reads the checkpoints table of contreact's database (the SQLite and PostgreSQL
+savers contreact opens keep their checkpoints there), never the saver object: a graph
+compiled with another saver (one that keeps its checkpoints elsewhere) has no fork points.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import Engine, String, bindparam, select, text
 from sqlalchemy.exc import DBAPIError
 
-from contreact.checkpoints.db import Prepared, insert_ignore, lineages, reading
-from contreact.checkpoints.events import utc_now
+from contreact.checkpoints import keys
+from contreact.checkpoints.db import Prepared, Storage, insert_ignore, lineages, reading
+from contreact.checkpoints.events import Event, RunFork, sync_log, utc_now
 from contreact.checkpoints.fork import ForkPoint, copy_history
+from contreact.checkpoints.journal import Ledger
 
 MAIN = ""
 """The lineage of a run's main line (its scope is the run id itself)."""
@@ -59,7 +63,6 @@ class Checkpoint:
 
     thread_id: str
     checkpoint_id: str
-    saver: BaseCheckpointSaver[Any] | None
 
 
 _NEWEST = Prepared(
@@ -73,13 +76,6 @@ _NEWEST = Prepared(
 
 def _newest(engine: Engine, cp: Checkpoint) -> tuple[str, str] | None:
     """(id, metadata source) of the thread's newest saved checkpoint, None if it has none."""
-    saver = cp.saver
-    if isinstance(saver, InMemorySaver):
-        found = saver.get_tuple({"configurable": {"thread_id": cp.thread_id, "checkpoint_ns": ""}})
-        if found is None:
-            return None
-        meta = found.metadata or {}
-        return str(found.config["configurable"]["checkpoint_id"]), str(meta.get("source", ""))
     # The SQLite and PostgreSQL savers keep their checkpoints in our database, in a table
     # of the same shape; a query is far cheaper than loading the checkpoint.
     try:
@@ -97,13 +93,6 @@ def _newest(engine: Engine, cp: Checkpoint) -> tuple[str, str] | None:
 
 def _has_child(engine: Engine, cp: Checkpoint) -> bool:
     """Whether a saved checkpoint continues from `cp` (it is not a line's last)."""
-    saver = cp.saver
-    if isinstance(saver, InMemorySaver):
-        thread = {"configurable": {"thread_id": cp.thread_id, "checkpoint_ns": ""}}
-        return any(
-            (t.parent_config or {}).get("configurable", {}).get("checkpoint_id") == cp.checkpoint_id
-            for t in saver.list(thread)  # type: ignore[arg-type]
-        )
     query = text(
         "SELECT 1 FROM checkpoints WHERE thread_id = :t AND checkpoint_ns = '' "
         "AND parent_checkpoint_id = :c LIMIT 1"
@@ -114,7 +103,7 @@ def _has_child(engine: Engine, cp: Checkpoint) -> bool:
 
 def is_fork_point(engine: Engine, cp: Checkpoint) -> bool:
     """Whether a step running from `cp` starts a new branch (see the module docstring)."""
-    if cp.saver is None or not cp.checkpoint_id:
+    if not cp.checkpoint_id:
         return False
     newest = _newest(engine, cp)
     if newest is None:
@@ -166,3 +155,44 @@ def start_branch(
         if fresh:
             copy_history(conn, parent, scope, point)
     return scope
+
+
+def lineage_at(
+    storage: Storage,
+    engine: Engine,
+    cp: Checkpoint,
+    *,
+    run_id: str,
+    lineage: str,
+    fork_point: Callable[[], ForkPoint],
+    model: str,
+) -> str:
+    """The lineage of a step that runs from `cp`: `lineage`, or a new branch's at a fork point.
+
+    A new branch is registered with its parent's history before the point `fork_point`
+    names (`start_branch`), given its JSONL log and its RUN_START-like fork event.
+    """
+    parent = scope_of(run_id, lineage)
+    copied = lineage != MAIN and lineage_thread(engine, parent) not in (None, cp.thread_id)
+    if not copied and not is_fork_point(engine, cp):
+        return lineage
+    branch = mint(cp.thread_id, cp.checkpoint_id)
+    point = fork_point()
+    scope = start_branch(engine, run_id, parent, branch, cp, point)
+    # The inherited events went to the database only: give the branch its JSONL log.
+    sync_log(engine, storage, scope)
+    Ledger(storage, scope, engine).emit(
+        Event(
+            point.cycle,
+            keys.branch_start(scope),
+            RunFork(
+                forked_from=parent,
+                at_cycle=point.cycle - 1 if point.steps == 0 else point.cycle,
+                model=model,
+                at_step=point.steps,
+                checkpoint_id=cp.checkpoint_id,
+                thread_id=cp.thread_id,
+            ),
+        )
+    )
+    return branch

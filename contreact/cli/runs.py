@@ -363,7 +363,7 @@ def real_demo_settings(model: str) -> dict[str, Any]:
     return {
         "model": model,
         "ollama": {"timeout_s": 300, "retries": 1},
-        "model_options": {"temperature": 0.6, "seed": 42, "num_ctx": 4096, "num_predict": 192},
+        "model_options": {"num_predict": 192},
         "limits": {"max_steps_per_cycle": 4, "max_tool_calls_per_cycle": 6},
         "tools": "auto",
     }
@@ -423,18 +423,19 @@ def doctor(
     """Check that Ollama answers, has the model, and that the model can call tools."""
 
     def body() -> None:
-        from contreact.config import load_config
+        from contreact.config import Settings, load_config, validated
         from contreact.doctor import run_checks
-        from contreact.graph.defaults import DEFAULT_MODEL, TOOL_MODE, default_ollama_host
 
-        cfg = load_config(config, {"model": model, "host": host}) if config else None
-        where = storage(cfg.storage.data_dir, cfg.storage.url) if cfg else storage()
-        target = model or (cfg.model if cfg else DEFAULT_MODEL)
-        server = host or (cfg.host if cfg else default_ollama_host())
-        embedding = cfg.similarity.embedding_model if cfg else None
-        mode = cfg.tools if cfg else TOOL_MODE
+        if config:
+            settings: Settings = load_config(config, {"model": model, "host": host})
+        else:
+            chosen: dict[str, Any] = {"ollama": {"host": host}}
+            if model:
+                chosen["model"] = model
+            settings = validated(Settings, chosen, "doctor")
+        where = storage(settings.storage.data_dir, settings.storage.url)
         failed = False
-        for check in run_checks(server, target, where, embedding, tools=mode):
+        for check in run_checks(settings, where):
             mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"
             out.print(f"{mark} {check.name:<10} ", end="")
             out.print(check.detail, markup=False)

@@ -3,8 +3,7 @@
 Both are defined in `graph.wiring` (langgraph.json points there: the dev server reads that
 module's namespace directly; the module is not called `builder` so that it cannot shadow
 the `builder` attribute of this package). Here they load on first use, so that importing
-`graph.defaults` or `graph.state` does not build the graph and the read-only CLI
-commands start fast.
+`graph.state` does not build the graph and the read-only CLI commands start fast.
 """
 
 from __future__ import annotations

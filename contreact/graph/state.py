@@ -1,4 +1,4 @@
-"""AgentState (checkpointed after every step) and Context (per invocation, never checkpointed).
+"""AgentState (checkpointed) and Context (per invocation, never checkpointed).
 
 The split follows LangGraph's `context_schema`: what the agent *is* at a point in time
 (cycle, this cycle's messages, counters) is state and survives crashes; how it is *run*
@@ -19,13 +19,14 @@ from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from pydantic import ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 # typing_extensions' TypedDict: LangGraph's schema builder rejects typing's before 3.12.
 from typing_extensions import TypedDict
 
 from contreact.checkpoints.db import Storage, resolve_storage
-from contreact.graph import defaults as d
-from contreact.graph.defaults import ToolMode, default_model_options, default_ollama_host
+from contreact.config import Settings
 
 Outcome = Literal["", "calls", "retry", "final"]
 GraphStatus = Literal["running", "completed"]
@@ -191,108 +192,30 @@ def fresh_cycle(cycle: int, advisory: str | None = None, opening: str | None = N
     }
 
 
-@dataclass(kw_only=True)
-class Context:
-    """How a run is executed; passed to every invocation, never checkpointed."""
+class Context(Settings):
+    """How a run is executed: its validated settings, per invocation, never checkpointed.
 
-    model: str = d.DEFAULT_MODEL
-    ollama_host: str = field(default_factory=default_ollama_host)
-    timeout_s: float = d.TIMEOUT_S
-    """Per model call; ChatOllama waits forever by default."""
-    retries: int = d.RETRIES
-    """Retries of transient errors (connection, timeout, 5xx, 429) per model call."""
-    retry_budget_s: float = d.RETRY_BUDGET_S
-    """All retries of one call end within this many seconds."""
-    keep_alive: str = d.KEEP_ALIVE
-    model_options: dict[str, Any] = field(default_factory=default_model_options)
-    """Ollama options (`num_ctx`, `temperature`, `seed`, ...), passed through."""
-    reasoning: bool | str | None = None
-    """Ask thinking models to think (`think`); thinking is logged, never reflected."""
-    tools: ToolMode = d.TOOL_MODE
-    """How tools reach the model (`native`, `text`, or `auto`: its capabilities decide)."""
-    max_steps_per_cycle: int = d.MAX_STEPS_PER_CYCLE
-    max_tool_calls_per_cycle: int = d.MAX_TOOL_CALLS_PER_CYCLE
-    max_nudges: int = d.MAX_NUDGES
-    tool_output_chars: int = d.TOOL_OUTPUT_CHARS
-    memory_value_chars: int = d.MEMORY_VALUE_CHARS
-    output_reserve_tokens: int = d.OUTPUT_RESERVE_TOKENS
-    """Tokens of `num_ctx` kept free for the answer when the prompt is trimmed."""
-    cycle_seconds: float | None = None
-    """Wall-clock limit per cycle; past it tools are withdrawn and the cycle closes."""
-    user_turn: str = d.USER_TURN
-    """Each cycle's opening user turn (some models answer nothing without one)."""
-    similarity_enabled: bool = d.SIMILARITY_ENABLED
-    embedding_model: str | None = None
-    similarity_moderate: float = d.SIMILARITY_MODERATE
-    similarity_high: float = d.SIMILARITY_HIGH
-    similarity_lexical_moderate: float = d.SIMILARITY_LEXICAL_MODERATE
-    similarity_lexical_high: float = d.SIMILARITY_LEXICAL_HIGH
-    reflection_schema: dict[str, Any] | None = None
-    """None: a cycle's final answer is its reflection as written (`reflection.format:
-    text`). A JSON schema: the final answer must be one JSON object fitting it, checked
-    like tool arguments and stored as canonical JSON (`reflection.format: json`)."""
-    data_dir: str = ""
-    """Data directory; empty means `CONTREACT_HOME` or `./runs`."""
-    storage_url: str = ""
-    """Database URL; empty means the SQLite file in the data directory."""
-    chat_model: Any = None
+    The same model as a run config's settings (`contreact.config.Settings`, the one place
+    their defaults live), so Studio's context form takes a config's keys (`model`,
+    `ollama: {host, timeout_s}`, `limits`, ...). Frozen: a node cannot change how the run
+    is executed.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+    chat_model: SkipJsonSchema[Any] = Field(None, exclude=True)
     """A LangChain chat model to call instead of ChatOllama (the in-process test tier);
-    None, always outside tests: ChatOllama for `model` at `ollama_host`."""
+    None, always outside tests: ChatOllama for `model` at the run's host."""
 
-    def as_config(self, run_id: str, cycles: int, task: str | None) -> dict[str, Any]:
-        """The run config (YAML shape) this context runs, for registering a Studio run.
-
-        Its operator policy is `queue`: Studio answers its own interrupts, and
-        `contreact reply` can answer them too.
-        """
-        return {
-            "run_id": run_id,
-            "model": self.model,
-            "cycles": cycles,
-            "ollama": {
-                "host": self.ollama_host,
-                "timeout_s": self.timeout_s,
-                "retries": self.retries,
-                "retry_budget_s": self.retry_budget_s,
-                "keep_alive": self.keep_alive,
-                "reasoning": self.reasoning,
-            },
-            "model_options": dict(self.model_options),
-            "limits": {
-                "max_steps_per_cycle": self.max_steps_per_cycle,
-                "max_tool_calls_per_cycle": self.max_tool_calls_per_cycle,
-                "max_nudges": self.max_nudges,
-                "tool_output_chars": self.tool_output_chars,
-                "memory_value_chars": self.memory_value_chars,
-                "output_reserve_tokens": self.output_reserve_tokens,
-                "cycle_seconds": self.cycle_seconds,
-            },
-            "operator": {"mode": "queue"},
-            "similarity": {
-                "enabled": self.similarity_enabled,
-                "embedding_model": self.embedding_model,
-                "moderate": self.similarity_moderate,
-                "high": self.similarity_high,
-                "lexical_moderate": self.similarity_lexical_moderate,
-                "lexical_high": self.similarity_lexical_high,
-            },
-            "reflection": (
-                {"format": "json", "schema": self.reflection_schema}
-                if self.reflection_schema is not None
-                else {"format": "text"}
-            ),
-            "storage": {"data_dir": str(self.storage.data_dir), "url": self.storage.url},
-            "task": task,
-            "user_turn": self.user_turn,
-            "tools": self.tools,
-        }
+    @classmethod
+    def of(cls, settings: Settings, storage: Storage | None = None) -> Context:
+        """The context that executes `settings`, on `storage` (default: the settings' own)."""
+        data = settings.settings_data()
+        if storage is not None:
+            data["storage"] = {"data_dir": str(storage.data_dir), "url": storage.url}
+        return cls.model_validate(data)
 
     @cached_property
-    def storage(self) -> Storage:
-        """Where this run's data lives."""
-        return resolve_storage(self.data_dir or None, self.storage_url or None)
-
-    @property
-    def num_ctx(self) -> int:
-        """The context window asked of Ollama."""
-        return int(self.model_options.get("num_ctx") or default_model_options()["num_ctx"])
+    def store(self) -> Storage:
+        """Where this run's data lives (the `storage` section resolved)."""
+        return resolve_storage(self.storage.data_dir, self.storage.url)

@@ -45,7 +45,7 @@ def route_after_reflect(state: AgentState) -> Literal["next cycle", "done"]:
 
 def recursion_limit(ctx: Context, cycles: int) -> int:
     """Supersteps one invocation may take for `cycles` cycles under the run's budgets."""
-    per_cycle = NODES_PER_STEP * ctx.max_steps_per_cycle + 1
+    per_cycle = NODES_PER_STEP * ctx.limits.max_steps_per_cycle + 1
     return max(1, cycles) * per_cycle + 8
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
@@ -27,8 +26,7 @@ from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.budgets import tools_offered
 from contreact.nodes.context_budget import estimate_tokens, fit_reflections, plan_trim
 from contreact.nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
-from contreact.nodes.session import engine_of, ledger_of
-from contreact.nodes.session import step as on_lineage
+from contreact.nodes.step import engine_of, ledger_of, node
 from contreact.nodes.tool_mode import decide_tool_mode
 from contreact.tools.registry import TOOL_SCHEMAS
 
@@ -77,27 +75,17 @@ def note_tokens(note: Note, tasked: bool) -> int:
     return estimate_tokens(reflections_section([note], tasked=tasked))
 
 
-_tokens_of: OrderedDict[tuple[int, bool], tuple[tuple[Note, ...], list[int]]] = OrderedDict()
-
-
-def notes_tokens(notes: tuple[Note, ...], tasked: bool) -> list[int]:
+@lru_cache(maxsize=16)
+def notes_tokens(notes: tuple[Note, ...], tasked: bool) -> tuple[int, ...]:
     """`note_tokens` of each note, for the tuple `earlier_notes` hands every step of a cycle.
 
-    That tuple is the same object at every step of a cycle, so the list is made once per
-    cycle, not once per step (hundreds of look-ups per step in a long run).
+    That tuple is the same at every step of a cycle, so the list is made once per cycle,
+    not once per step (hundreds of look-ups per step in a long run).
     """
-    key = (id(notes), tasked)
-    found = _tokens_of.get(key)
-    if found is not None and found[0] is notes:
-        return found[1]
-    tokens = [note_tokens(n, tasked) for n in notes]
-    _tokens_of[key] = (notes, tokens)
-    while len(_tokens_of) > 16:
-        _tokens_of.popitem(last=False)
-    return tokens
+    return tuple(note_tokens(n, tasked) for n in notes)
 
 
-@on_lineage
+@node
 def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Open the cycle (first step) or trim the cycle to the context budget (later steps)."""
     ctx = runtime.context
@@ -117,13 +105,13 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
                 keys.RUN_START,
                 RunStart(
                     model=ctx.model,
-                    host=ctx.ollama_host,
+                    host=ctx.host,
                     last_cycle=state.last_cycle,
                     task=state.task,
-                    options=ctx.model_options,
+                    options=ctx.sent_options,
                     tools=decided,
-                    seed=ctx.model_options.get("seed"),
-                    reasoning=ctx.reasoning,
+                    seed=ctx.sent_options.get("seed"),
+                    reasoning=ctx.ollama.reasoning,
                 ),
             ),
             Event(
@@ -137,7 +125,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         update["cycle_started"] = time.time()
 
     earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
-    budget = ctx.num_ctx - ctx.output_reserve_tokens
+    budget = ctx.num_ctx - ctx.limits.output_reserve_tokens
     text_tools = tool_mode == "text"
     fixed = estimate_tokens(
         system_text(

@@ -24,8 +24,8 @@ def tools_offered(stats: CycleStats, ctx: Context) -> bool:
     must produce the reflection).
     """
     return (
-        stats["tool_calls"] < ctx.max_tool_calls_per_cycle
-        and stats["steps"] < ctx.max_steps_per_cycle - 1
+        stats["tool_calls"] < ctx.limits.max_tool_calls_per_cycle
+        and stats["steps"] < ctx.limits.max_steps_per_cycle - 1
         and not stats["out_of_time"]
     )
 
@@ -35,15 +35,15 @@ def steps_left(stats: CycleStats, ctx: Context) -> bool:
 
     Once the wall-clock limit has passed, the one call made without tools was the last.
     """
-    return stats["steps"] < ctx.max_steps_per_cycle and not stats["out_of_time"]
+    return stats["steps"] < ctx.limits.max_steps_per_cycle and not stats["out_of_time"]
 
 
 def past_time_limit(cycle_started: float, now: float, ctx: Context) -> bool:
     """Whether the cycle has run longer than its wall-clock limit (if it has one)."""
     return (
-        bool(ctx.cycle_seconds)
+        bool(ctx.limits.cycle_seconds)
         and cycle_started > 0
-        and now - cycle_started > (ctx.cycle_seconds or 0)
+        and now - cycle_started > (ctx.limits.cycle_seconds or 0)
     )
 
 
@@ -66,10 +66,11 @@ def refusal(
         call_counts: How often each signature was called this cycle, this one excluded.
         ctx: The run's budgets.
     """
-    if calls_so_far >= ctx.max_tool_calls_per_cycle:
+    budget = ctx.limits.max_tool_calls_per_cycle
+    if calls_so_far >= budget:
         return Refusal(
             "budget",
-            f"Error: the tool budget of this cycle ({ctx.max_tool_calls_per_cycle} calls) is "
+            f"Error: the tool budget of this cycle ({budget} calls) is "
             "spent; this call was not run. Finish the cycle with your final response.",
         )
     if call_counts.get(signature, 0) >= REPEAT_LIMIT - 1:

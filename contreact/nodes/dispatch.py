@@ -25,8 +25,7 @@ from contreact.checkpoints.events import Error, Event, OperatorMessage, ToolCall
 from contreact.checkpoints.journal import Ledger
 from contreact.graph.state import AgentState, Context, CycleStats, PendingCall, StateUpdate
 from contreact.nodes.budgets import refusal, truncate_output
-from contreact.nodes.session import ledger_of
-from contreact.nodes.session import step as on_lineage
+from contreact.nodes.step import ledger_of, node
 from contreact.nodes.toolcalls import ParsedCall, call_signature
 from contreact.tools.memory import ToolSession
 from contreact.tools.operator import ask_operator
@@ -91,12 +90,15 @@ def _run_call(
     def act(conn: Tx) -> tuple[dict[str, Any], list[Event]]:
         started = time.monotonic()
         session = ToolSession(
-            run_id=ledger.run_id, conn=conn, memory_value_chars=ctx.memory_value_chars, cycle=cycle
+            run_id=ledger.run_id,
+            conn=conn,
+            memory_value_chars=ctx.limits.memory_value_chars,
+            cycle=cycle,
         )
         outcome = (
             ToolResult(refused, True) if refused else run_tool(call["name"], call["args"], session)
         )
-        output = truncate_output(outcome.output, ctx.tool_output_chars)
+        output = truncate_output(outcome.output, ctx.limits.tool_output_chars)
         batch = [
             _tool_event(
                 cycle,
@@ -185,7 +187,7 @@ def _failure(
     return act
 
 
-@on_lineage
+@node
 def dispatch(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Run the pending calls; return one ToolMessage per call and the updated counters."""
     ctx = runtime.context

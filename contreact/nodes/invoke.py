@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
@@ -36,7 +37,7 @@ from contreact.nodes.ollama_client import (
     is_server_tool_parse_error,
     with_retries,
 )
-from contreact.nodes.session import engine_of, ledger_of, step
+from contreact.nodes.step import engine_of, ledger_of, node
 from contreact.nodes.storable import storable
 from contreact.nodes.tool_mode import is_no_tools_error
 from contreact.tools.registry import TOOL_SCHEMAS
@@ -94,18 +95,22 @@ def new_since_last_call(prompt: Sequence[BaseMessage], step: int) -> list[BaseMe
     return list(prompt[last_ai + 1 :])
 
 
-_bound: dict[int, tuple[Any, Any]] = {}
-"""id(client) -> (client, client with the tool schemas bound): converting the schemas on
-every call cost more than the rest of the request's set-up."""
+@lru_cache(maxsize=64)
+def _client(
+    model: str,
+    host: str,
+    timeout_s: float,
+    keep_alive: str,
+    reasoning: bool | str | None,
+    tools: bool,
+) -> Any:
+    """The ChatOllama for these settings, with the tool schemas bound when `tools`.
 
-
-def _with_tools(client: Any) -> Any:
-    found = _bound.get(id(client))
-    if found is None or found[0] is not client:
-        if len(_bound) >= 64:  # clients are few (one per model and host); test doubles are not
-            _bound.clear()
-        found = _bound[id(client)] = (client, client.bind_tools(TOOL_SCHEMAS))
-    return found[1]
+    Kept per process: converting the schemas on every call cost more than the rest of the
+    request's set-up.
+    """
+    client = chat_client(model, host, timeout_s, keep_alive, reasoning)
+    return client.bind_tools(TOOL_SCHEMAS) if tools else client
 
 
 def _call_model(
@@ -117,15 +122,19 @@ def _call_model(
     support tools" is not a failure: the record says `no_tools` and the caller retries
     the call in text-tool mode.
     """
-    client = ctx.chat_model or chat_client(
-        ctx.model, ctx.ollama_host, ctx.timeout_s, ctx.keep_alive, ctx.reasoning
-    )
-    runnable: Any = _with_tools(client) if with_tools else client
+    runnable: Any
+    if ctx.chat_model is not None:
+        runnable = ctx.chat_model.bind_tools(TOOL_SCHEMAS) if with_tools else ctx.chat_model
+    else:
+        ollama = ctx.ollama
+        runnable = _client(
+            ctx.model, ctx.host, ollama.timeout_s, ollama.keep_alive, ollama.reasoning, with_tools
+        )
 
     def once() -> dict[str, Any]:
         started = time.monotonic()
         try:
-            reply = runnable.invoke(prompt, options=ctx.model_options)
+            reply = runnable.invoke(prompt, options=ctx.sent_options)
         except Exception as exc:
             if may_switch and with_tools and is_no_tools_error(exc):
                 return {"no_tools": str(getattr(exc, "error", exc))}
@@ -141,7 +150,7 @@ def _call_model(
             # The stream ended without Ollama's last line: the answer may be cut short.
             raise ModelCallError(
                 "connection",
-                f"the answer from Ollama at {ctx.ollama_host} ended before its `done` line",
+                f"the answer from Ollama at {ctx.host} ended before its `done` line",
             )
         return {
             "content": reply.content if isinstance(reply.content, str) else str(reply.content),
@@ -156,15 +165,15 @@ def _call_model(
             "message_id": reply.id,
         }
 
-    policy = RetryPolicy(retries=ctx.retries, budget_s=ctx.retry_budget_s)
+    policy = RetryPolicy(retries=ctx.ollama.retries, budget_s=ctx.ollama.retry_budget_s)
 
     def on_retry(attempt: int, error: ModelCallError, wait: float) -> None:
-        log.warning("%s; retry %d/%d in %.1f s", error.message, attempt, ctx.retries, wait)
+        log.warning("%s; retry %d/%d in %.1f s", error.message, attempt, ctx.ollama.retries, wait)
 
     result, failures = with_retries(
         once,
         policy,
-        lambda exc: classify(exc, model=ctx.model, host=ctx.ollama_host, timeout_s=ctx.timeout_s),
+        lambda exc: classify(exc, model=ctx.model, host=ctx.host, timeout_s=ctx.ollama.timeout_s),
         on_retry,
     )
     result["retries"] = failures
@@ -205,7 +214,7 @@ def ai_message(record: dict[str, Any], cycle: int, step: int) -> AIMessage:
     )
 
 
-@step
+@node
 def invoke(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Call the model on the assembled prompt (or replay the journaled answer)."""
     ctx = runtime.context
@@ -274,7 +283,7 @@ def _call_and_log(
                     message=error.message,
                     attempts=error.attempts,
                     model=ctx.model,
-                    host=ctx.ollama_host,
+                    host=ctx.host,
                 ),
             )
         )
@@ -303,12 +312,12 @@ def _call_and_log(
         kept_as_text=converted,
         options={
             "model": ctx.model,
-            "host": ctx.ollama_host,
+            "host": ctx.host,
             "tools_offered": with_tools,
             "tool_mode": mode,
-            "think": ctx.reasoning,
-            "keep_alive": ctx.keep_alive,
-            **ctx.model_options,
+            "think": ctx.ollama.reasoning,
+            "keep_alive": ctx.ollama.keep_alive,
+            **ctx.sent_options,
         },
     )
     return record, payload

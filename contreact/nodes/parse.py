@@ -35,8 +35,7 @@ from contreact.nodes.answer_health import (
 from contreact.nodes.budgets import past_time_limit, steps_left
 from contreact.nodes.prompts import system_text
 from contreact.nodes.reflection_format import Accepted, check_reflection, correction
-from contreact.nodes.session import ledger_of
-from contreact.nodes.session import step as on_lineage
+from contreact.nodes.step import ledger_of, node
 from contreact.nodes.storable import storable
 from contreact.nodes.toolcalls import (
     FinalAnswer,
@@ -82,7 +81,7 @@ def _correct(feedback: str, message_id: str, stats: CycleStats) -> StateUpdate:
     }
 
 
-@on_lineage
+@node
 def parse(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Cut invented turns, route the answer, and flag a truncated or echoed reflection."""
     message = state.messages[-1] if state.messages else None
@@ -177,7 +176,7 @@ def _route(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
 
     assert isinstance(outcome, NoAnswer)
     if outcome.kind == "empty":
-        if stats["nudges"] < ctx.max_nudges and more_steps:
+        if stats["nudges"] < ctx.limits.max_nudges and more_steps:
             return {
                 "outcome": "retry",
                 "pending": [],

@@ -13,7 +13,6 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from contreact.analysis.similarity import SimilarityReport, assess
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import CycleRecord, earlier_notes, insert_cycle
 from contreact.checkpoints.db import Tx
@@ -22,12 +21,13 @@ from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.registry import complete_studio_run
 from contreact.graph.state import AgentState, Context, StateUpdate, fresh_cycle
 from contreact.nodes.reflection_format import Accepted, check_reflection, prose_of
-from contreact.nodes.session import engine_of, ledger_of, run_id_of, step
+from contreact.nodes.similarity import EMBED_TIMEOUT_S, SimilarityReport, assess
+from contreact.nodes.step import engine_of, ledger_of, node, run_id_of
 from contreact.tools.memory import count_keys
 
 
 def _similarity(state: AgentState, ctx: Context, ledger: Ledger) -> SimilarityReport | None:
-    if not ctx.similarity_enabled:
+    if not ctx.similarity.enabled:
         return None
     earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=state.cycle)
     # Structured notes are compared by their words: shared field names are no likeness.
@@ -35,12 +35,12 @@ def _similarity(state: AgentState, ctx: Context, ledger: Ledger) -> SimilarityRe
     return assess(
         words(state.final_text),
         [(n.cycle, words(n.reflection)) for n in earlier],
-        moderate=ctx.similarity_moderate,
-        high=ctx.similarity_high,
-        lexical=(ctx.similarity_lexical_moderate, ctx.similarity_lexical_high),
-        embedding_model=ctx.embedding_model,
-        host=ctx.ollama_host,
-        timeout_s=min(ctx.timeout_s, 30.0),
+        moderate=ctx.similarity.moderate,
+        high=ctx.similarity.high,
+        lexical=(ctx.similarity.lexical_moderate, ctx.similarity.lexical_high),
+        embedding_model=ctx.similarity.embedding_model,
+        host=ctx.host,
+        timeout_s=min(ctx.ollama.timeout_s, EMBED_TIMEOUT_S),
     )
 
 
@@ -67,7 +67,7 @@ def notes_seen(first_note: int, cycle: int) -> dict[str, list[int]]:
     return {"notes_seen": seen, "notes_left_out": left_out}
 
 
-@step
+@node
 def reflect(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Record the cycle's reflection; start the next cycle or complete the run."""
     ctx = runtime.context

@@ -47,7 +47,7 @@ def decide_tool_mode(ctx: Context) -> dict[str, Any]:
     """
     if ctx.tools != "auto":
         return {"mode": ctx.tools, "configured": ctx.tools, "capabilities": None}
-    caps = model_capabilities(ctx.ollama_host, ctx.model, ctx.timeout_s)
+    caps = model_capabilities(ctx.host, ctx.model, ctx.ollama.timeout_s)
     mode: Mode = "text" if caps is not None and "tools" not in caps else "native"
     return {"mode": mode, "configured": "auto", "capabilities": caps}
 
