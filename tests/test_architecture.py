@@ -27,7 +27,15 @@ FORBIDDEN: dict[str, set[str]] = {
     "checkpoints": {"graph", "nodes", "tools", "analysis", "cli", "runner", "config", "stub"},
     "graph": {"analysis", "cli", "runner", "progress"},
     "text": {
-        "graph", "nodes", "tools", "checkpoints", "analysis", "cli", "runner", "config", "stub",
+        "graph",
+        "nodes",
+        "tools",
+        "checkpoints",
+        "analysis",
+        "cli",
+        "runner",
+        "config",
+        "stub",
     },  # fmt: skip
 }
 """Package (first part under `contreact`) -> packages or modules it must never import."""
@@ -47,7 +55,7 @@ def module_file(name: str) -> Path | None:
 
 
 def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    """ids of the import nodes inside `if TYPE_CHECKING:` blocks (not imported at run time)."""
+    """The ids of the import nodes inside `if TYPE_CHECKING:` blocks (not imported at run time)."""
     hidden: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -88,9 +96,7 @@ def product_files() -> list[Path]:
 
 
 def graph() -> dict[str, set[str]]:
-    return {
-        module_name(path): {name for _, name in imports_of(path)} for path in product_files()
-    }
+    return {module_name(path): {name for _, name in imports_of(path)} for path in product_files()}
 
 
 def test_every_contreact_import_resolves_to_a_file_by_its_path() -> None:
@@ -163,9 +169,11 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def _without_packages(edges: dict[str, set[str]]) -> dict[str, set[str]]:
     # A package's own `__init__` importing its modules (and them importing a sibling
     # through the package) is how Python packages work, not a loop between modules.
+    def related(a: str, b: str) -> bool:
+        return a.startswith(b + ".") or b.startswith(a + ".")
+
     return {
-        source: {t for t in targets if not (source.startswith(t + ".") or t.startswith(source + "."))}
-        for source, targets in edges.items()
+        source: {t for t in targets if not related(source, t)} for source, targets in edges.items()
     }
 
 

@@ -213,12 +213,10 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
 
         thread_id = str(uuid.uuid4())
         assert api.post("/threads", json={"thread_id": thread_id}).status_code == 200
+        # The context takes a run config's keys (it is the config's settings model).
         context = {
             "model": "stub-model",
-            "ollama_host": stub.url,
-            "timeout_s": 20,
-            "retries": 1,
-            "retry_budget_s": 10,
+            "ollama": {"host": stub.url, "timeout_s": 20, "retries": 1, "retry_budget_s": 10},
         }
         first = api.post(
             f"/threads/{thread_id}/runs/wait",
@@ -536,7 +534,10 @@ def test_time_travel_with_an_edit_branches_and_leaves_the_original_intact(
             as_node="reflect",
             checkpoint_id=at_cycle_2["checkpoint"]["checkpoint_id"],
         )
-        context = {"model": "stub-model", "ollama_host": stub.url, "timeout_s": 20, "retries": 1}
+        context = {
+            "model": "stub-model",
+            "ollama": {"host": stub.url, "timeout_s": 20, "retries": 1},
+        }
         client.runs.wait(thread_id, "contreact", input=None, context=context)
         paused = client.threads.get_state(thread_id)
         asks = [i["value"]["message"] for t in paused["tasks"] for i in t["interrupts"]]
