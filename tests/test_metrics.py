@@ -160,7 +160,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def counted_from_log(lines: list[dict[str, Any]]) -> dict[str, int]:
-    """Table 1 of a run, counted independently from its raw event log (README's definitions)."""
+    """Table 1 of a run, counted independently from its raw event log (as docs/research.md says)."""
     calls = [e["payload"] for e in lines if e["event_type"] == "TOOL_CALL"]
     memory: dict[str, str] = {}
     for c in calls:
