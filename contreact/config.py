@@ -205,7 +205,7 @@ class PersistenceSettings(_Strict):
 
 
 class Config(_Strict):
-    """One run's configuration (SPEC §10)."""
+    """One run's configuration (every key: docs/config.md)."""
 
     run_id: str
     model: str
