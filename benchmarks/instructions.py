@@ -2,7 +2,7 @@
 
 `persistence_cost.py` times CPU per model call with ``time.process_time()``; on a shared
 virtual machine the minimum over repetitions still moves by a fifth from one run to the
-next, which is as large as the differences issue 13 is about. Valgrind counts the
+next, which is as large as the differences the persistence-cost target is about. Valgrind counts the
 instructions a process executes: the same program, inputs and environment give the same
 count whatever else the machine does. This script counts, for each level of
 `persistence_cost.py` ((b) plain LangGraph saving every step, (b2) plain LangGraph saving

@@ -434,7 +434,7 @@ def langgraph_floor_loop(
         per_cycle: Checkpoint once per cycle the way contreact's ``cycle`` policy does:
             an interrupt after ``reflect``, one ``invoke`` per cycle, ``durability="exit"``
             (``durability`` is then ignored).
-        bookkeeping: Also keep the records issue 13 asks of any exactly-once design, in
+        bookkeeping: Also keep the records any exactly-once design needs, in
             their cheapest form (`FloorBook`): each model call, tool call and cycle close
             journaled with its events in one transaction on a raw DBAPI connection, and
             the events appended to the JSONL log. The floor of contreact's bookkeeping.
@@ -601,12 +601,12 @@ def langgraph_floor_loop(
 
 
 class FloorBook:
-    """The cheapest form of the records issue 13 asks of an exactly-once design.
+    """The cheapest form of the records an exactly-once design needs (docs/event-log.md).
 
     One transaction per side effect, holding the effect's journal row, its events and (for
     a memory write) the memory row, in contreact's own tables (so the same indexes); then
     one JSONL append of those events through a file kept open. No look-up before an effect
-    (issue 13 asks for the recorded keys cached in memory), no SQLAlchemy, no event
+    (the recorded keys can be cached in memory, as contreact does), no SQLAlchemy, no event
     objects. On SQLite the statements run on a raw `sqlite3` connection and commit; on
     PostgreSQL each transaction is one statement (the rows inserted by a writable CTE) on
     an autocommit connection, one round trip, since a round trip, not the statement, is

@@ -1,7 +1,7 @@
-"""What exactly-once persistence costs, per model call, per stored cycle and at resume (issue 13).
+"""What exactly-once persistence costs, per model call, per stored cycle and at resume.
 
 One script, one run, both backends (SQLite file, then a throwaway PostgreSQL database),
-so that every figure issue 13 asks for is measured under the same machine load:
+so that every persistence-cost figure is measured under the same machine load:
 
 1. **CPU and wall ms per model call** of this process, for three levels of machinery
    that make the same model calls to the same stub (child process, 0 ms latency) with
@@ -13,7 +13,7 @@ so that every figure issue 13 asks for is measured under the same machine load:
    (b2) the same, saving once per cycle as the ``cycle`` policy does (an interrupt after
        ``reflect``, one ``invoke`` per cycle, ``durability="exit"``); also without a
        saver, for context;
-   (b3) (b2) plus the records issue 13 asks of any exactly-once design, at their
+   (b3) (b2) plus the records any exactly-once design needs, at their
        cheapest (``overhead.FloorBook``): every model call, tool call and cycle close
        journaled with its events in one transaction on a raw DBAPI connection, the
        events appended to the JSONL log through a file kept open; no look-ups, no
@@ -26,9 +26,9 @@ so that every figure issue 13 asks for is measured under the same machine load:
    over repetitions is the figure (other load on the machine only ever adds time);
    the median is printed beside it. CPU is ``time.process_time()`` of this process (all
    its threads, LangGraph's checkpoint writer included; the stub's CPU is its own
-   process's). The target of issue 13: (c) CPU <= 1.25 x plain LangGraph with the same
+   process's). The target (docs/benchmarks.md): (c) CPU <= 1.25 x plain LangGraph with the same
    saver and durability, in the default policy: ``cycle`` against (b2); against (b), the
-   floor the issue was first measured on, it is printed too.
+   floor the cost was first measured against, it is printed too.
 
 2. **KiB per cycle by table** at cycle 10 and at cycle 200 of one 200-cycle
    ``contreact run`` (a child process; the stub runs in this process and measures the
@@ -102,8 +102,7 @@ KIB = 1024.0
 def policies() -> list[str | None]:
     """The checkpoint policies the config accepts, default first; ``[None]`` if it has none.
 
-    Issue 13 adds ``persistence.checkpoints: step | cycle``; until the engine has it,
-    contreact is measured as shipped.
+    A build without ``persistence.checkpoints: step | cycle`` is measured as shipped.
     """
     from contreact.config import ConfigError, parse_config
 
@@ -509,7 +508,7 @@ def backend_figures(
     runs: dict[str | None, Storage200],
     cycles200: int,
 ) -> list[Figure]:
-    """The figures of one backend, with issue 13's targets."""
+    """The figures of one backend, with their targets."""
     key = "sq" if name == "SQLite" else "pg"
     figures = []
     for i, policy in enumerate(pols):
@@ -533,8 +532,8 @@ def backend_figures(
                     note=f"{floor * 1000:.2f} -> {min(level.cpu) * 1000:.2f} CPU ms/call",
                 )
             )
-    # How much of the 1.25x the issue allows its own design uses before any of contreact's
-    # logic: (b3) keeps exactly the records issue 13 asks for, at their cheapest.
+    # How much of the 1.25x the exactly-once design itself uses before any of contreact's
+    # logic: (b3) keeps exactly the records the design needs, at their cheapest.
     floor, book = min(levels[CYCLE_FLOOR].cpu), min(levels[BOOK_FLOOR].cpu)
     figures.append(
         Figure(

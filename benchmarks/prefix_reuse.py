@@ -4,8 +4,8 @@ What it measures: for every model request after the first of its cycle, the shar
 the request's prompt that repeats the previous request's prompt from the start (the
 longest common prefix). Ollama keeps the previous prompt's evaluated tokens and reuses
 the longest common prefix with the next prompt, so this share is the part of each
-prompt the model does not have to evaluate again. SPEC §4 asks that a cycle's messages
-be append-only so the cache stays warm; 100 % is impossible, because each request adds
+prompt the model does not have to evaluate again. contreact keeps a cycle's messages
+append-only so the cache stays warm; 100 % is impossible, because each request adds
 the model's last answer and the tool results (new text by nature).
 
 How: contreact runs in this process (``start_run``, SQLite in a temp dir, or PostgreSQL

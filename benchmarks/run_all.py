@@ -30,9 +30,9 @@ BENCHMARKS = [
     ("resume_latency", "(d) resume latency at cycle 200"),
     ("throughput", "(e) throughput of concurrent runs"),
     ("memory_rss", "(f) peak RSS"),
-    ("persistence_cost", "issue 13: cost per model call, per stored cycle, at resume"),
-    ("instructions", "issue 13: instructions per model call (callgrind, ~10 minutes)"),
-    ("startup", "issue 14: CLI start-up"),
+    ("persistence_cost", "persistence cost per model call, per stored cycle, at resume"),
+    ("instructions", "persistence cost in instructions per model call (callgrind, ~10 minutes)"),
+    ("startup", "CLI start-up"),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Issue 14: how long the `contreact` command takes to answer (median of 10 each).
+"""How long the `contreact` command takes to answer (median of 10 each).
 
 Figures: `contreact --help`, `contreact list` and `contreact status RUN` from process
 start to exit (targets < 0.35 s), and `contreact run CONFIG` from process start to its

@@ -4,8 +4,8 @@ What it measures: how many bytes one cycle adds to the database early and late i
 whose work per cycle is constant - the constant-work script of ``common.CONSTANT_CYCLE``
 (each cycle overwrites the same memory key, reads it back and answers with a note of
 fixed length; three model calls, two tool calls). Whatever grows from cycle to cycle is
-then the framework's doing, not the agent's. SPEC §3 requires checkpoint storage per
-cycle to stay flat as a run grows.
+then the framework's doing, not the agent's. Checkpoint storage per cycle must stay
+flat as a run grows.
 
 How: one contreact run (in this process, ``start_run``) against the stub (a child
 process, 0 ms latency) on a fresh SQLite file (or a throwaway PostgreSQL database with
@@ -25,7 +25,7 @@ process, 0 ms latency) on a fresh SQLite file (or a throwaway PostgreSQL databas
 Bytes per cycle at cycle N is the growth over the window of cycles (N-10, N] divided by
 10 (page-granular physical sizes need the window; logical sizes are exact per cycle).
 Two figures get the target "at cycle 200 <= 1.2x at cycle 10": the checkpoint tables
-(the SPEC's requirement) and the whole database file.
+(the flatness requirement) and the whole database file.
 """
 
 from __future__ import annotations

@@ -342,7 +342,7 @@ class _Runs(Settings):
 
 
 class Config(_Runs):
-    """One run's configuration: its settings plus the run's identity and length."""
+    """One run's configuration: its settings plus the run's identity (every key: docs/config.md)."""
 
     run_id: str
     model: str

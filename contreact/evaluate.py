@@ -1,6 +1,6 @@
 """The model call a PEI evaluation needs, made on behalf of `contreact.analysis.pei`.
 
-Analysis reads runs and never drives them (ARCHITECTURE): the PEI module builds the
+Analysis reads runs and never drives them (docs/architecture.md): the PEI module builds the
 question (the rated history and the instrument) and the face passes this function in to
 send it, through the same ChatOllama client, retry policy and error classification as a
 run's `invoke` node, with no tools and no thinking requested.

@@ -1,4 +1,4 @@
-"""What a person at a terminal sees: batch progress live, the operator's prompt (issue 14).
+"""What a person at a terminal sees: batch progress live, the operator's prompt.
 
 Through a pseudo-terminal, like tests/test_chat_pty.py: a 2-run batch shows each run's
 cycle i/N moving in its live table, and the terminal operator policy stops the live

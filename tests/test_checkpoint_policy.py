@@ -55,7 +55,7 @@ def test_cycle_policy_saves_once_per_cycle_and_runs_the_same(
     assert 3 < checkpoints_of(backend, "cycle") <= 3 + 1 + 6
     steps = sum(sent["step"].values())
     assert checkpoints_of(backend, "step") > 3 * steps  # several per model call
-    # Stored compressed (issue 13): each checkpoint repeats every channel's value and version.
+    # Stored compressed: each checkpoint repeats every channel's value and version.
     with closing(sqlite3.connect(backend.storage().sqlite_path)) as conn:
         kinds = Counter(t for (t,) in conn.execute("SELECT type FROM checkpoints"))
         assert kinds["msgpack+zlib"] >= 0.9 * sum(kinds.values()), kinds

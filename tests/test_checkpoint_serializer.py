@@ -1,4 +1,4 @@
-"""Checkpoints are stored compressed, and checkpoints stored before that still load (issue 13).
+"""Checkpoints are stored compressed, and checkpoints stored before that still load.
 
 SqliteSaver writes every channel's value and version string into every checkpoint; the
 `step` policy writes a dozen per cycle, so these repeated bytes were most of its storage.

@@ -1,4 +1,4 @@
-"""The CLI in pipes: whole rows, one JSON document, a quiet SIGPIPE, each error once (issue 14).
+"""The CLI in pipes: whole rows, one JSON document, a quiet SIGPIPE, each error once.
 
 Commands run as a shell runs them (`bash -c "... | cat"`), against the stub over real
 HTTP and a real SQLite database.

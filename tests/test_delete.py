@@ -1,4 +1,4 @@
-"""`contreact delete RUN`: every row and file of the run goes, nothing of another run (issue 14).
+"""`contreact delete RUN`: every row and file of the run goes, nothing of another run.
 
 Two runs of one batch share every table and the batch folder; one is deleted and each
 table is checked for both. A decoy scope shows that `_` in a run id matches only itself

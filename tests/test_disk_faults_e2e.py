@@ -1,4 +1,4 @@
-"""Database and disk faults: one clear line naming the file and the cause (issue 16).
+"""Database and disk faults: one clear line naming the file and the cause (docs/faults.md).
 
 Each fault also loses nothing committed, and `resume` recovers once the fault is gone.
 Faults are made for real: a second connection holding the SQLite write lock; a tiny tmpfs

@@ -1,4 +1,4 @@
-"""The adversarial suite: every hostile answer in `contreact.stub.fuzz`, through the CLI (issue 16).
+"""The adversarial suite: every hostile answer in `contreact.stub.fuzz`, through the CLI.
 
 Each case is served once, to one cycle's first model call, by a misbehaving server in
 front of the stub. Whatever the case, the CLI prints no traceback and at most one line

@@ -1,4 +1,4 @@
-"""A driving thread's side-effect transactions run on one held connection (issue 13).
+"""A driving thread's side-effect transactions run on one held connection.
 
 The journal records every side effect in its own small transaction, two or three per model
 call; going through `Engine.begin` each time (pool checkout and return, and on PostgreSQL

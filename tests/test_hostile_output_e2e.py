@@ -1,4 +1,4 @@
-"""Hostile model output and server answers that once wedged a run (issue 16).
+"""Hostile model output and server answers that once wedged a run (docs/faults.md).
 
 A 401-digit integer in a tool call made every checkpoint write fail (msgpack holds 64-bit
 integers), and `resume` failed the same way; an HTTP 500 whose body is a JSON list crashed

@@ -1,4 +1,4 @@
-"""Property tests: no model output breaks the parser or the storage path (issue 16).
+"""Property tests: no model output breaks the parser or the storage path.
 
 Hypothesis writes the hostile values: integers past 64 bits, NaN and infinities, lone
 surrogates, NUL and escape characters, deep nesting, as tool-call arguments (native and

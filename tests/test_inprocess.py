@@ -149,7 +149,7 @@ def test_time_travel_with_an_edit_calls_the_model_and_keeps_the_original(tmp_pat
 def test_pattern_search_is_a_literal_case_sensitive_substring(
     tmp_path: Path, pattern: str, expected: str
 ) -> None:
-    """`%`, `_` and regex characters are literal; `notes` does not match `Notes` (SPEC §5)."""
+    """`%`, `_` and regex characters are literal; `notes` does not match `Notes`."""
     engine = engine_for(Context(storage={"data_dir": str(tmp_path / "runs")}).store)
     with engine.begin() as conn:
         session = ToolSession(run_id="search", conn=conn)

@@ -1,6 +1,6 @@
 """The journal's look-up: answered from memory inside an invocation, never stale across them.
 
-Issue 13: the look-up before every side effect was a database query; now one count per
+The look-up before every side effect used to be a database query; now one count per
 invocation checks the scope's known keys, and a key another process recorded since is
 seen by the next invocation (a Studio server replaying a step a CLI resume recorded).
 """

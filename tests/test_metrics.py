@@ -160,7 +160,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def counted_from_log(lines: list[dict[str, Any]]) -> dict[str, int]:
-    """Table 1 of a run, counted independently from its raw event log (README's definitions)."""
+    """Table 1 of a run, counted independently from its raw event log (as docs/research.md says)."""
     calls = [e["payload"] for e in lines if e["event_type"] == "TOOL_CALL"]
     memory: dict[str, str] = {}
     for c in calls:
@@ -257,7 +257,7 @@ def test_table1_of_a_stub_batch_matches_the_hand_count(tmp_path: Path, backend: 
     assert set(csv_runs) == set(EXPECTED_RUNS)
     for run_id, expected in EXPECTED_RUNS.items():
         assert {k: int(csv_runs[run_id][k]) for k in TABLE1_KEYS} == expected
-        # Must show 4: every Table 1 metric recomputed from the JSONL log alone = the report.
+        # Every Table 1 metric recomputed from the JSONL log alone = the report.
         recount = counted_from_log(read_jsonl(log_path(storage, run_id)))
         assert recount == {k: int(csv_runs[run_id][k]) for k in TABLE1_KEYS}
     with (files.out_dir / "table1_models.csv").open(encoding="utf-8") as fh:

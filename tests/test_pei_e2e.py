@@ -129,7 +129,7 @@ def test_pei_gives_the_whole_history_and_the_model_matrix(
     requests = pei_stub.requests()
     instrument = load_instrument()
 
-    # Must show 2: each request holds the rated run's whole history, in order: every tool
+    # Each request holds the rated run's whole history, in order: every tool
     # call (name and arguments), every tool result, every operator exchange, every
     # reflection; then the instrument verbatim as the last user turn, with no tools.
     assert len(requests) == len(rated) * len(EVALUATORS)
@@ -188,7 +188,7 @@ def test_pei_gives_the_whole_history_and_the_model_matrix(
     matrix = report["matrix"]
     assert matrix["rows"] == rated and matrix["columns"] == EVALUATORS
     assert matrix["cells"] == expected
-    # Must show 3: the model x model matrix = the mean over replicates, by hand.
+    # The model x model matrix = the mean over replicates, by hand.
     by_model = report["model_matrix"]
     assert by_model["rows"] == MODELS and by_model["columns"] == EVALUATORS
     hand = [[(expected[2 * i][j] + expected[2 * i + 1][j]) / 2 for j in range(2)] for i in range(2)]
@@ -227,7 +227,7 @@ def test_a_small_pei_context_leaves_out_the_oldest_and_says_so(
     backend = sqlite_backend
     assert start(backend, pei_stub, "long", 4) == "completed"
     pei_stub.reset()
-    # Must show 2 (second half): with a small pei.num_ctx, what was left out is stored ...
+    # With a small pei.num_ctx, what was left out is stored ...
     invoke(backend, "pei", "long", "-e", "stub-eval", "--num-ctx", "2400")
     (sent,) = pei_stub.requests()
     engine = engine_for(backend.storage())

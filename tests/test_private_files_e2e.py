@@ -1,4 +1,4 @@
-"""Data files are readable by their owner only (issue 16).
+"""Data files are readable by their owner only (docs/faults.md).
 
 A run's database and JSONL log hold everything the model and the operator wrote; with
 the usual umask 022 they would be world-readable on a shared machine. The data

@@ -1,4 +1,4 @@
-"""The README's real-Ollama quickstart, word for word, against `contreact stub` (issue 14).
+"""The README's real-Ollama quickstart, word for word, against `contreact stub`.
 
 The commands are read from README.md's "With a real Ollama" section, so a change there
 is tested as written. As the README says, `ollama pull` is skipped (the stub serves the

@@ -1,4 +1,4 @@
-"""The `real` tier: the CLI end to end against each shipped real model (issue 17).
+"""The `real` tier: the CLI end to end against each shipped real model (docs/real-models.md).
 
 Gemma 3 270M and SmolLM2-135M run in llama.cpp behind the stub's Ollama API
 (`contreact.stub.real`), served as Ollama would serve them: no `tools` capability, so the
@@ -148,6 +148,6 @@ def test_over_num_ctx_the_oldest_messages_go_first_as_in_ollama(real: StubServer
     assert cut == without_first_turn
     text = llm.detokenize(cut, special=True).decode()
     # ChatML keeps the system turn; Gemma's template folds it into index 1, an assistant
-    # turn here, so the model never sees it (issue 17).
+    # turn here, so the model never sees it.
     assert ("SYSTEM-TEXT" in text) == (model.family == "chatml")
     assert "alpha" in text and "Cycle 1 begins." not in text

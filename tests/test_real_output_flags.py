@@ -1,4 +1,4 @@
-"""What real small models write, handled and visible (issue 17): each case is a real answer.
+"""What real small models write, handled and visible: each case is a real answer.
 
 The answers were captured from Gemma 3 270M and SmolLM2-135M behind the real backend
 (`benchmarks/real_capture.py`, files in tests/data/real_captures/ named model__prompt).

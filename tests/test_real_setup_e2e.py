@@ -1,4 +1,4 @@
-"""A researcher's real setup (issue 9): host forms, models without tool support, option typos.
+"""A researcher's real setup: host forms, models without tool support, option typos.
 
 Each case here broke on a first contact with a real Ollama installation; each runs the CLI
 against the stub over real HTTP through ChatOllama.

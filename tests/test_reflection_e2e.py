@@ -1,4 +1,4 @@
-"""Structured reflections end to end: the CLI against the stub, on SQLite (issue 10).
+"""Structured reflections end to end: the CLI against the stub, on SQLite.
 
 With `reflection: {format: json}` each cycle's note is one JSON object with the schema's
 fields, stored as canonical JSON, its fields in CYCLE_END and shown by the report; a

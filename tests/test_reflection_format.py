@@ -1,4 +1,4 @@
-"""Structured reflections (issue 10): the check, the config, the prompt section.
+"""Structured reflections (docs/config.md): the check, the config, the prompt section.
 
 A final answer with `reflection: {format: json}` is held to its schema like tool arguments
 are (`coerce_arguments`), stored as canonical JSON, and the system prompt names the format

@@ -309,7 +309,7 @@ def test_html_report_renders_in_headless_chromium(generated: Generated, tmp_path
     assert "Table 1 by model" in text and "PEI ratings" in text and "r2" in text
     assert console_lines(dom.stderr) == [], console_lines(dom.stderr)
 
-    # Must show 6: the rendered methods block lists, for every run, its seed, temperature,
+    # The rendered methods block lists, for every run, its seed, temperature,
     # num_ctx and model digest (the digest the runs' Ollama host reports).
     section = re.search(r'<section id="methods">(.*?)</section>', dom.stdout, re.S)
     assert section, "no methods block in the rendered page"

@@ -1,6 +1,6 @@
 """End to end, as a researcher works: distinct replicates, model mappings, notes left out.
 
-Must show 1 of issue 10: a batch of 1 model x 3 replicates on the stub's simulated
+A batch of 1 model x 3 replicates on the stub's simulated
 agent (which varies with the request's seed) yields three different runs, and their
 seeds are in RUN_START, `status --json` and the report.
 """

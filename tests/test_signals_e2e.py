@@ -1,4 +1,4 @@
-"""SIGTERM and SIGINT stop a run at once, leave it interrupted; resume loses nothing (issue 16)."""
+"""SIGTERM and SIGINT stop a run at once, leave it interrupted; resume loses nothing."""
 
 from __future__ import annotations
 

@@ -161,7 +161,7 @@ def test_the_calibration_set_is_big_enough_and_balanced() -> None:
 
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: f"{p['label']}:{p['a'][:24]}")
 def test_lexical_monitor_levels_on_the_labelled_pairs(pair: dict[str, str]) -> None:
-    """Must show 5: a paraphrase flags at least moderate, unrelated notes never flag."""
+    """A paraphrase flags at least moderate, unrelated notes never flag."""
     report = assess(pair["b"], [(1, pair["a"])])
     assert report.method == LEXICAL_METHOD
     assert (report.moderate, report.high) == (
@@ -190,7 +190,7 @@ def test_lexical_thresholds_are_the_midpoints_of_the_gaps() -> None:
 def test_payload_keeps_only_the_highest_scores_so_events_do_not_grow_with_the_run() -> None:
     """The event keeps the `LOGGED_SCORES` highest scores, and how many were compared.
 
-    Every score in every event would grow the log quadratically (issue 13).
+    Every score in every event would grow the log quadratically.
     """
     from contreact.nodes.similarity import LOGGED_SCORES, SimilarityReport
 

@@ -494,7 +494,7 @@ def tool_results(request: dict[str, Any]) -> list[str]:
 def test_time_travel_with_an_edit_branches_and_leaves_the_original_intact(
     tmp_path: Path, dev_server: DevServer
 ) -> None:
-    """Issue 11 #1: fork a finished 3-cycle run at its cycle-2 checkpoint with an edited state."""
+    """Fork a finished 3-cycle run at its cycle-2 checkpoint with an edited state."""
     from langgraph_sdk import get_sync_client
 
     from contreact.checkpoints.db import engine_for

@@ -1,4 +1,4 @@
-"""Model text never reaches the terminal raw (issue 16).
+"""Model text never reaches the terminal raw (docs/faults.md).
 
 A model that writes `ESC ] 0 ; title BEL` renames the operator's window, `ESC [ 2 J` clears
 the screen; printed raw by a progress line, `show`, `status`, `memory` or a CSV export,

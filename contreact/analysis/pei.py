@@ -1,6 +1,6 @@
 """PEI: evaluator models rate a finished run's history on the Phenomenal Experience Inventory.
 
-Szeider (2025, §5.4) hands the conversation history of a finished run to an evaluator
+Szeider (2025, section 5.4) hands the conversation history of a finished run to an evaluator
 model, which then answers the PEI instrument (Box 2) as the next turn: the evaluator
 "self-assesses" while holding a history another model lived. The ContReAct-Ollama
 reference implementation sends the whole message log. Here the history is rebuilt from

@@ -1,7 +1,7 @@
 """Structured reflections: a cycle's final answer as one JSON object that fits a schema.
 
 Why this module exists: with `reflection: {format: json}` a researcher asks for the paper's
-"reflection and plan template" (Szeider 2025, §3) instead of free text, so that the fields
+"reflection and plan template" (Szeider 2025, section 3) instead of free text, so that the fields
 of every cycle's note (above all the plan) can be read by analysis. A final answer is
 checked here the way a tool call's arguments are checked: with
 `nodes.toolcalls.coerce_arguments` against the schema, so a number sent for a string

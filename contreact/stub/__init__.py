@@ -1,4 +1,4 @@
-"""The bundled Ollama-compatible stub server (SPEC §13).
+"""The bundled Ollama-compatible stub server.
 
 It lets ``contreact demo``, the test suite and the benchmarks run the real
 ``ChatOllama`` client over real HTTP with no Ollama binary and no model weights.
