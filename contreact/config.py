@@ -37,7 +37,7 @@ from contreact.nodes.reflection_format import schema_problems
 from contreact.ollama_options import check_model_options
 
 if TYPE_CHECKING:
-    from contreact.checkpoints.db import Storage
+    from contreact.checkpoints.storage import Storage
     from contreact.graph.state import Context
 
 DEFAULT_OPERATOR_REPLY = (
@@ -270,7 +270,7 @@ class Config(_Strict):
 
     def to_context(self, storage: Storage | None = None) -> Context:
         """The runtime Context for this config, on `storage` (default: the config's own)."""
-        from contreact.checkpoints.db import resolve_storage
+        from contreact.checkpoints.storage import resolve_storage
         from contreact.graph.state import Context
 
         if storage is None:

@@ -21,7 +21,7 @@ from langgraph.types import Command
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import cycle_records
-from contreact.checkpoints.db import Storage, engine_for, fault_of, held_connection
+from contreact.checkpoints.engines import engine_for, fault_of
 from contreact.checkpoints.events import (
     Event,
     HostChange,
@@ -42,7 +42,9 @@ from contreact.checkpoints.registry import (
     set_status,
 )
 from contreact.checkpoints.saver import open_saver
+from contreact.checkpoints.storage import Storage
 from contreact.checkpoints.storage_faults import StorageFault
+from contreact.checkpoints.transactions import held_connection
 from contreact.config import Config, apply_overrides, deep_merge, parse_config
 from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
 from contreact.graph.state import AgentState, fresh_cycle

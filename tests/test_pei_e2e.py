@@ -25,7 +25,7 @@ from contreact.analysis.agreement import icc_a1, kendalls_w
 from contreact.analysis.pei import load_instrument, pei_results, stored_results
 from contreact.analysis.report import build_report
 from contreact.batch import load_batch
-from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import log_path, read_events
 from contreact.checkpoints.registry import get_run, list_runs
 from contreact.cli import app

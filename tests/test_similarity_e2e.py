@@ -17,7 +17,7 @@ import pytest
 from conftest import Backend, cli, read_log, scripted_stub, write_config
 from contreact.analysis.similarity import HIGH_ADVISORY, MODERATE_ADVISORY
 from contreact.checkpoints.cycles import cycle_records
-from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.engines import engine_for
 
 REFLECTIONS = {
     1: "Mapped prime gaps below one hundred; twin primes cluster early, then thin out.",

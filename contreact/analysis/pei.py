@@ -41,10 +41,12 @@ from sqlalchemy import Engine, select
 from contreact.analysis.agreement import Agreement, icc_a1, kendalls_w
 from contreact.analysis.runs import AnalysisInputError, events_of_type
 from contreact.checkpoints.cycles import cycle_records
-from contreact.checkpoints.db import Storage, engine_for, upsert
-from contreact.checkpoints.db import pei as pei_results
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import utc_now
 from contreact.checkpoints.registry import RUN_ID_PATTERN, RunRecord
+from contreact.checkpoints.schema import pei as pei_results
+from contreact.checkpoints.statements import upsert
+from contreact.checkpoints.storage import Storage
 from contreact.graph.defaults import PEI_NUM_CTX
 from contreact.nodes.context_budget import message_tokens
 from contreact.nodes.toolcalls import strip_thinking

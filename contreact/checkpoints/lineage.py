@@ -33,9 +33,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import Engine, String, bindparam, select, text
 from sqlalchemy.exc import DBAPIError
 
-from contreact.checkpoints.db import Prepared, insert_ignore, lineages, reading
 from contreact.checkpoints.events import utc_now
 from contreact.checkpoints.fork import ForkPoint, copy_history
+from contreact.checkpoints.schema import lineages
+from contreact.checkpoints.statements import Prepared, insert_ignore
+from contreact.checkpoints.transactions import reading
 
 MAIN = ""
 """The lineage of a run's main line (its scope is the run id itself)."""

@@ -24,7 +24,7 @@ from rich.console import Console
 from contreact.terminal_text import visible
 
 if TYPE_CHECKING:
-    from contreact.checkpoints.db import Storage
+    from contreact.checkpoints.storage import Storage
     from contreact.checkpoints.storage_faults import StorageFault
     from contreact.runner import RunOutcome
 
@@ -139,7 +139,7 @@ def _storage_fault(exc: Exception) -> StorageFault | None:
     """`exc` as a one-line database or disk fault, if it is one."""
     if _is(exc, "contreact.checkpoints.storage_faults", "StorageFault"):
         return exc  # type: ignore[return-value]
-    from contreact.checkpoints.db import fault_of
+    from contreact.checkpoints.engines import fault_of
 
     try:
         return fault_of(storage(), exc)
@@ -149,7 +149,7 @@ def _storage_fault(exc: Exception) -> StorageFault | None:
 
 def storage(config_dir: str | None = None, config_url: str | None = None) -> Storage:
     """The storage chosen by flags, then the config, then CONTREACT_HOME / ./runs."""
-    from contreact.checkpoints.db import resolve_storage
+    from contreact.checkpoints.storage import resolve_storage
 
     try:
         return resolve_storage(OPTIONS.data_dir or config_dir, OPTIONS.db_url or config_url)

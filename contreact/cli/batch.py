@@ -135,7 +135,7 @@ def _summary(results: list[Any]) -> None:
 
 def _status(name: str, as_json: bool) -> None:
     from contreact.batch_watch import BatchWatch
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
 
     watch = BatchWatch.of_batch(engine_for(storage()), name)
     if not watch.views:
@@ -188,7 +188,7 @@ def batch(
             raise BadInputError("give a batch CONFIG to run, or --status NAME to look at one")
         from contreact.batch import BatchRunner, load_batch
         from contreact.batch_watch import BatchWatch
-        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.engines import engine_for
 
         spec = load_batch(config)
         if parallel is not None and parallel < 1:

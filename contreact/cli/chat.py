@@ -77,7 +77,7 @@ def chat(
     """Chat with a tasked agent; `exit`, Ctrl-D or Ctrl-C leave, `--resume` continues later."""
 
     def body() -> None:
-        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.engines import engine_for
         from contreact.checkpoints.registry import get_run
         from contreact.runner import resume_run, start_run
 

@@ -18,8 +18,8 @@ def delete(
     """Delete RUN: registry, checkpoints, memory, journal, events, cycles and log files."""
 
     def body() -> None:
-        from contreact.checkpoints.db import engine_for
         from contreact.checkpoints.deletion import RunIsLiveError, delete_run
+        from contreact.checkpoints.engines import engine_for
         from contreact.checkpoints.registry import get_run
 
         where = storage()

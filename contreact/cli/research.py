@@ -72,7 +72,7 @@ def pei(
     )
     from contreact.analysis.pei import set_level as record_level
     from contreact.analysis.runs import select_runs
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.evaluate import ask_evaluator
 
     def manual() -> None:
@@ -171,7 +171,7 @@ def report(
     """Write tables (CSV, Markdown), plots (PNG) and one self-contained HTML report."""
     from contreact.analysis.report import build_report
     from contreact.analysis.runs import select_runs
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
 
     def body() -> None:
         where = storage()
@@ -205,7 +205,7 @@ def export(
 ) -> None:
     """Export a run: its event log as JSON lines, or its cycles as CSV."""
     from contreact.analysis.export import export_run
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
 
     def body() -> None:
         engine = engine_for(storage())

@@ -67,7 +67,7 @@ def _refuse_existing(data_dir: str | None, url: str | None, run_id: str) -> None
     except RunNotFoundError:
         return
     except peek.Unreadable:
-        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.engines import engine_for
         from contreact.checkpoints.registry import get_run
 
         try:
@@ -123,7 +123,7 @@ def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int
         except peek.Unreadable:
             pass
     from contreact.checkpoints.cycles import cycle_records
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.registry import get_run, list_runs
 
     where = storage()
@@ -233,7 +233,7 @@ def show(
 
     def body() -> None:
         from contreact.checkpoints.cycles import cycle_records
-        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.engines import engine_for
         from contreact.checkpoints.registry import get_run
 
         engine = engine_for(storage())
@@ -269,7 +269,7 @@ def memory(
     """Show a run's memory."""
 
     def body() -> None:
-        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.engines import engine_for
         from contreact.checkpoints.registry import get_run
         from contreact.tools.memory import memory_snapshot
 

@@ -23,7 +23,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 # typing_extensions' TypedDict: LangGraph's schema builder rejects typing's before 3.12.
 from typing_extensions import TypedDict
 
-from contreact.checkpoints.db import Storage, resolve_storage
+from contreact.checkpoints.storage import Storage, resolve_storage
 from contreact.graph import defaults as d
 from contreact.graph.defaults import ToolMode, default_model_options, default_ollama_host
 

@@ -22,7 +22,7 @@ from langgraph.runtime import Runtime, get_runtime
 from sqlalchemy import Engine
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import Event, RunFork, sync_log
 from contreact.checkpoints.fork import ForkPoint
 from contreact.checkpoints.journal import Ledger

@@ -23,8 +23,9 @@ from contreact.analysis.pei import PeiMatrix, PeiResult, build_matrix, stored_re
 from contreact.analysis.report.methods import Methods, collect_methods, replicate_of
 from contreact.analysis.similarity import PairwiseSimilarity, pairwise
 from contreact.checkpoints.cycles import cycle_records
-from contreact.checkpoints.db import Storage, engine_for
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.registry import RunRecord
+from contreact.checkpoints.storage import Storage
 
 EMBED_TIMEOUT_S = 10.0
 
