@@ -25,7 +25,7 @@ from sqlalchemy import update
 from typer.testing import CliRunner
 
 from conftest import IN_CI, Backend, cli
-from contreact.analysis.pei import evaluate
+from contreact.analysis.pei.evaluation import evaluate
 from contreact.analysis.report import markdown_table
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.registry import get_run

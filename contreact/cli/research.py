@@ -64,13 +64,10 @@ def pei(
     reuses stored ratings. `pei --set RUN EVALUATOR LEVEL` records a level by hand.
     """
     from contreact.analysis.agreement import describe
-    from contreact.analysis.pei import (
-        PeiFailure,
-        PeiResult,
-        build_matrix,
-        evaluate,
-    )
-    from contreact.analysis.pei import set_level as record_level
+    from contreact.analysis.pei.evaluation import PeiFailure, evaluate
+    from contreact.analysis.pei.evaluation import set_level as record_level
+    from contreact.analysis.pei.matrix import build_matrix
+    from contreact.analysis.pei.results import PeiResult
     from contreact.analysis.runs import select_runs
     from contreact.checkpoints.engines import engine_for
     from contreact.evaluate import ask_evaluator

@@ -19,7 +19,8 @@ from contreact.analysis.metrics import (
     model_summaries,
     run_summary,
 )
-from contreact.analysis.pei import PeiMatrix, PeiResult, build_matrix, stored_results
+from contreact.analysis.pei.matrix import PeiMatrix, build_matrix
+from contreact.analysis.pei.results import PeiResult, stored_results
 from contreact.analysis.report.methods import Methods, collect_methods, replicate_of
 from contreact.analysis.similarity import PairwiseSimilarity, pairwise
 from contreact.checkpoints.cycles import cycle_records

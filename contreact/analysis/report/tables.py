@@ -9,7 +9,8 @@ from typing import Any
 
 from contreact.analysis.agreement import Agreement, describe
 from contreact.analysis.metrics import EXTRAS, TABLE1, TABLE1_KEYS, format_mean_sd
-from contreact.analysis.pei import PeiMatrix, PeiResult
+from contreact.analysis.pei.matrix import PeiMatrix
+from contreact.analysis.pei.results import PeiResult
 from contreact.analysis.report.collect import ReportData, RunData
 from contreact.analysis.report.methods import Methods
 from contreact.nodes.reflection_format import fields_of
