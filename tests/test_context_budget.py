@@ -13,11 +13,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from contreact.nodes.context_budget import (
     MESSAGE_OVERHEAD_TOKENS,
     Trim,
-    estimate_tokens,
     fit_reflections,
     message_tokens,
     plan_trim,
 )
+from contreact.text.tokens import estimate_tokens
 
 # ----------------------------------------------------------------------------- estimates
 
