@@ -1,4 +1,4 @@
-"""Tests for contreact/nodes/context_budget.py: token estimates, trim plan, reflection fitting."""
+"""Tests for the token estimate (contreact/text/tokens.py) and contreact/nodes/context_budget.py."""
 
 from __future__ import annotations
 
