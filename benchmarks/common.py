@@ -259,7 +259,7 @@ class BenchStorage:
 
     def storage(self) -> Any:
         """The engine's `Storage` for this place."""
-        from contreact.checkpoints.db import resolve_storage
+        from contreact.checkpoints.storage import resolve_storage
 
         return resolve_storage(self.data_dir, self.db_url)
 
@@ -305,7 +305,7 @@ def bench_storage(db_url: str | None, prefix: str = "contreact-bench-") -> Itera
         try:
             yield BenchStorage(data_dir, f"postgresql+psycopg://{base}/{name}")
         finally:
-            from contreact.checkpoints.db import dispose_engines
+            from contreact.checkpoints.engines import dispose_engines
 
             dispose_engines()
             with psycopg.connect(admin, autocommit=True) as conn:

@@ -37,7 +37,7 @@ def stable(value: Any) -> Any:
 def outcome(where: BenchStorage, run_id: str) -> tuple[Any, ...]:
     """(cycle, reflection, flags) per cycle, the memory, and the stable event summary."""
     from contreact.checkpoints.cycles import cycle_records
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.tools.memory import memory_snapshot
 
     engine = engine_for(where.storage())

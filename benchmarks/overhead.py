@@ -392,20 +392,20 @@ def no_lineage_check() -> AbstractContextManager[None]:
 @contextmanager
 def no_pre_ping() -> Iterator[None]:
     """Open PostgreSQL engines without ``pool_pre_ping`` (a round trip per checkout)."""
-    import contreact.checkpoints.db as db
+    import contreact.checkpoints.engines as engines
 
-    original = db.create_engine
+    original = engines.create_engine
 
     def create_engine(*args: Any, **kwargs: Any) -> Any:
         kwargs.pop("pool_pre_ping", None)
         return original(*args, **kwargs)
 
-    db.dispose_engines()
+    engines.dispose_engines()
     try:
-        with _patched(db, "create_engine", create_engine):
+        with _patched(engines, "create_engine", create_engine):
             yield
     finally:
-        db.dispose_engines()
+        engines.dispose_engines()
 
 
 def langgraph_floor_loop(
@@ -614,7 +614,7 @@ class FloorBook:
     """
 
     def __init__(self, where: BenchStorage) -> None:
-        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.engines import engine_for
 
         engine = engine_for(where.storage())
         self.sqlite = engine.dialect.name == "sqlite"

@@ -416,7 +416,8 @@ def profile_contreact(stub: StubProcess, where: BenchStorage, cycles: int) -> No
 
     from sqlalchemy import event
 
-    from contreact.checkpoints.db import Prepared, engine_for
+    from contreact.checkpoints.engines import engine_for
+    from contreact.checkpoints.statements import Prepared
 
     engine = engine_for(where.storage())
     counts: dict[str, int] = defaultdict(int)

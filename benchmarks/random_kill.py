@@ -60,7 +60,7 @@ def _first_request(server: StubServer, into: list[float]) -> None:
 
 
 def _exists(where: BenchStorage, run_id: str) -> bool:
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.registry import RunNotFoundError, get_run
 
     try:

@@ -22,8 +22,9 @@ from pathlib import Path
 import httpx
 
 from contreact.analysis.format_health import run_health
-from contreact.checkpoints.db import engine_for, resolve_storage
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import read_events
+from contreact.checkpoints.storage import resolve_storage
 from contreact.nodes.prompts import system_text
 from contreact.stub.real import SHIPPED_MODELS, build_real_server
 

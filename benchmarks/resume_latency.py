@@ -102,7 +102,7 @@ def wait_undriven(where: BenchStorage, run_id: str, timeout_s: float = 30.0) -> 
     its heartbeat is stale, and `resume` refuses until then. That wait is the registry's
     liveness rule, not resume latency, so it stays outside the measured interval.
     """
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.registry import get_run
 
     engine = engine_for(where.storage())
@@ -169,7 +169,7 @@ def child(argv: list[str]) -> None:
     p.add_argument("--child-db-url")
     p.add_argument("--profile", action="store_true")
     args = p.parse_args(argv)
-    from contreact.checkpoints.db import resolve_storage
+    from contreact.checkpoints.storage import resolve_storage
     from contreact.runner import resume_run
 
     storage = resolve_storage(args.data_dir, args.child_db_url)

@@ -192,7 +192,8 @@ def event_bytes_by_type(where: BenchStorage, run_id: str, cycles: list[int]) -> 
     """Event payload bytes per (cycle, event type), to show which events grow."""
     from sqlalchemy import func, select
 
-    from contreact.checkpoints.db import engine_for, events
+    from contreact.checkpoints.engines import engine_for
+    from contreact.checkpoints.schema import events
 
     engine = engine_for(where.storage())
     query = (

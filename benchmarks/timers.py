@@ -109,13 +109,13 @@ RESUME_TARGETS: list[tuple[str, str, str, str]] = [
     ),
     (
         "tables created if missing (metadata.create_all)",
-        "contreact.checkpoints.db",
+        "contreact.checkpoints.schema",
         "metadata.create_all",
         "database engine (engine_for)",
     ),
     (
         "columns added if missing (_add_missing_columns)",
-        "contreact.checkpoints.db",
+        "contreact.checkpoints.schema",
         "_add_missing_columns",
         "database engine (engine_for)",
     ),

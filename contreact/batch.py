@@ -34,10 +34,11 @@ import yaml
 from pydantic import ValidationError
 
 from contreact.checkpoints.cycles import cycle_records
-from contreact.checkpoints.db import Storage, engine_for
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import Error, read_events
 from contreact.checkpoints.private_files import open_private, private_dir
 from contreact.checkpoints.registry import RunNotFoundError, get_run
+from contreact.checkpoints.storage import Storage
 from contreact.config import (
     BATCH_KEYS,
     DEFAULT_MODEL_OPTIONS,

@@ -17,8 +17,8 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from contreact.checkpoints.db import events, runs
 from contreact.checkpoints.registry import list_runs
+from contreact.checkpoints.schema import events, runs
 
 FINAL = frozenset({"completed", "failed", "interrupted", "paused"})
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import httpx
 
-from contreact.checkpoints.db import Storage, engine_for
+from contreact.checkpoints.engines import engine_for
+from contreact.checkpoints.storage import Storage
 from contreact.config import Settings
 
 

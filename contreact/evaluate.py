@@ -8,7 +8,7 @@ run's `invoke` node, with no tools and no thinking requested.
 
 from __future__ import annotations
 
-from contreact.analysis.pei import EvaluatorError, Question
+from contreact.analysis.pei.evaluation import EvaluatorError, Question
 from contreact.nodes.ollama_client import (
     ModelCallError,
     RetryPolicy,

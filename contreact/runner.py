@@ -21,7 +21,7 @@ from langgraph.types import Command
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import cycle_records
-from contreact.checkpoints.db import Storage, engine_for, fault_of
+from contreact.checkpoints.engines import engine_for, fault_of
 from contreact.checkpoints.events import Event, HostChange, OperatorMessage, RunFork, count_events
 from contreact.checkpoints.fork import fork_run_history
 from contreact.checkpoints.journal import Ledger
@@ -36,6 +36,7 @@ from contreact.checkpoints.registry import (
     set_status,
 )
 from contreact.checkpoints.saver import open_saver
+from contreact.checkpoints.storage import Storage
 from contreact.checkpoints.storage_faults import StorageFault
 from contreact.config import Config, apply_overrides, deep_merge, parse_config
 from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError

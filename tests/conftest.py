@@ -63,7 +63,7 @@ class Backend:
 
     def storage(self) -> Any:
         """The `Storage` the CLI will use."""
-        from contreact.checkpoints.db import resolve_storage
+        from contreact.checkpoints.storage import resolve_storage
 
         return resolve_storage(self.data_dir, self.db_url)
 
@@ -100,7 +100,7 @@ def postgres_backend(tmp_path: Path) -> Iterator[Backend]:
             "postgres", tmp_path / "runs", f"postgresql+psycopg://{base.split('://', 1)[1]}/{name}"
         )
     finally:
-        from contreact.checkpoints.db import dispose_engines
+        from contreact.checkpoints.engines import dispose_engines
 
         dispose_engines()
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
@@ -242,7 +242,7 @@ def outcome(backend: Backend, run_id: str) -> tuple[list[Any], dict[str, str], l
     process: the CLI's own `show` and `memory` output is tested where it is the subject.
     """
     from contreact.checkpoints.cycles import cycle_records
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.tools.memory import memory_snapshot
 
     engine = engine_for(backend.storage())

@@ -19,8 +19,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
 from typing_extensions import TypedDict
 
-from contreact.checkpoints.db import Storage
 from contreact.checkpoints.saver import COMPRESS_FROM_BYTES, open_saver, serializer
+from contreact.checkpoints.storage import Storage
 
 MESSAGES = [
     HumanMessage("Cycle 4 begins."),
@@ -90,7 +90,7 @@ def test_a_node_writes_only_the_fields_it_changes() -> None:
 
 def test_our_writes_table_is_the_savers_own_column_for_column(tmp_path: Path) -> None:
     """The `writes` table we create in a new file must be the one SqliteSaver expects."""
-    from contreact.checkpoints.db import prepare_sqlite_file
+    from contreact.checkpoints.sqlite_file import prepare_sqlite_file
 
     ours, theirs = tmp_path / "ours.db", tmp_path / "theirs.db"
     prepare_sqlite_file(ours)

@@ -175,7 +175,8 @@ def test_read_only_commands_start_without_the_engine(
 ) -> None:
     from contreact.checkpoints import peek
     from contreact.checkpoints.cycles import cycle_records
-    from contreact.checkpoints.db import DB_FILENAME, engine_for
+    from contreact.checkpoints.engines import engine_for
+    from contreact.checkpoints.locations import DB_FILENAME
     from contreact.checkpoints.registry import list_runs
 
     with StubServer().start() as server:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from contreact.checkpoints.db import resolve_storage
+from contreact.checkpoints.storage import resolve_storage
 from contreact.config import ConfigError, deep_merge, load_config, parse_config
 from contreact.graph.state import Context
 

@@ -1,4 +1,4 @@
-"""Tests for contreact/nodes/context_budget.py: token estimates, trim plan, reflection fitting."""
+"""Tests for the token estimate (contreact/text/tokens.py) and contreact/nodes/context_budget.py."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from contreact.nodes.context_budget import (
     MESSAGE_OVERHEAD_TOKENS,
     Trim,
-    estimate_tokens,
     fit_reflections,
     message_tokens,
     plan_trim,
 )
+from contreact.text.tokens import estimate_tokens
 
 # ----------------------------------------------------------------------------- estimates
 

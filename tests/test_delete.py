@@ -25,7 +25,7 @@ DECOY_SCOPE = "delx1.stub-model.r1@feedbeef"
 
 
 def _engine(backend: Backend) -> Engine:
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
 
     return engine_for(backend.storage())
 
@@ -58,8 +58,8 @@ def files_of(data_dir: Path) -> set[Path]:
 
 
 def test_delete_removes_the_run_and_only_it(tmp_path: Path, backend: Backend) -> None:
-    from contreact.checkpoints.db import memories
     from contreact.checkpoints.registry import get_run
+    from contreact.checkpoints.schema import memories
 
     with StubServer().start() as server:
         config = tmp_path / "batch.yaml"

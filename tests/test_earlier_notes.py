@@ -6,7 +6,8 @@ from pathlib import Path
 
 from conftest import Statements
 from contreact.checkpoints.cycles import CycleRecord, earlier_notes, insert_cycle
-from contreact.checkpoints.db import engine_for, resolve_storage
+from contreact.checkpoints.engines import engine_for
+from contreact.checkpoints.storage import resolve_storage
 
 
 def test_notes_finished_since_the_last_call_are_read_and_nothing_else(tmp_path: Path) -> None:

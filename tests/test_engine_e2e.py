@@ -133,7 +133,7 @@ def test_a_copied_thread_cannot_write_into_a_registered_run(
 
     import pytest
 
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.events import read_events
     from contreact.checkpoints.persistence import ForeignThreadError
     from contreact.checkpoints.saver import open_saver

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contreact.checkpoints.db import engine_for, resolve_storage
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import (
     PAYLOADS,
     CycleStart,
@@ -23,6 +23,7 @@ from contreact.checkpoints.events import (
 )
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.keys import cycle_start
+from contreact.checkpoints.storage import resolve_storage
 
 EVENT_DOC = Path(__file__).resolve().parent.parent / "docs" / "event-log.md"
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from conftest import Backend, cli, read_log, scripted_stub
 from contreact.checkpoints.cycles import cycle_records
-from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import read_events
 from contreact.cli import app
 from contreact.config import parse_config

@@ -20,14 +20,11 @@ import pytest
 from sqlalchemy import Engine, event, select, text
 
 from conftest import Backend
-from contreact.checkpoints import db
-from contreact.checkpoints.db import (
-    engine_for,
-    held_connection,
-    insert_ignore,
-    journal,
-    transaction,
-)
+from contreact.checkpoints import statements, transactions
+from contreact.checkpoints.engines import engine_for
+from contreact.checkpoints.schema import journal
+from contreact.checkpoints.statements import insert_ignore
+from contreact.checkpoints.transactions import held_connection, transaction
 
 
 class Checkouts:
@@ -107,7 +104,7 @@ def test_postgres_a_nested_transaction_does_not_commit_the_outer_ones_work(
 
     (SQLite allows one writer: there the outer transaction writes nothing before it.)
     """
-    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", 3600.0)  # back-to-back, as in a run
+    monkeypatch.setattr(transactions, "PING_AFTER_IDLE_S", 3600.0)  # back-to-back, as in a run
     engine = engine_for(postgres_backend.storage())
     with held_connection(engine):
         with pytest.raises(RuntimeError):
@@ -151,7 +148,7 @@ def dropped_while_idle(
     As a server restart during a long model call does.
     """
     engine = engine_for(backend.storage())
-    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", ping_after_s)
+    monkeypatch.setattr(transactions, "PING_AFTER_IDLE_S", ping_after_s)
     with held_connection(engine):
         with transaction(engine) as tx:
             record(tx, "before")
@@ -255,7 +252,7 @@ class RoundTrips:
 
 def back_to_back(backend: Backend, patch: pytest.MonkeyPatch) -> tuple[Any, Engine]:
     """The backend's storage and engine, transactions following each other as in a run."""
-    patch.setattr(db, "PING_AFTER_IDLE_S", 3600.0)  # no ping between them
+    patch.setattr(transactions, "PING_AFTER_IDLE_S", 3600.0)  # no ping between them
     storage = backend.storage()
     return storage, engine_for(storage)
 
@@ -267,7 +264,7 @@ def cycle_start(key: str) -> Any:
 
 
 def stored_events(engine: Engine) -> list[str]:
-    from contreact.checkpoints.db import events
+    from contreact.checkpoints.schema import events
 
     with engine.connect() as conn:
         return list(conn.execute(select(events.c.key).where(events.c.run_id == "held")).scalars())
@@ -299,8 +296,9 @@ def test_postgres_a_record_commits_with_the_memory_change_its_effect_made(
 ) -> None:
     """An effect that wrote in the transaction keeps it: its record cannot commit alone."""
     from contreact.checkpoints import journal as journal_module
-    from contreact.checkpoints.db import memories, upsert
     from contreact.checkpoints.journal import Ledger
+    from contreact.checkpoints.schema import memories
+    from contreact.checkpoints.statements import upsert
 
     storage, engine = back_to_back(postgres_backend, monkeypatch)
     ledger = Ledger(storage, "held")
@@ -313,7 +311,9 @@ def test_postgres_a_record_commits_with_the_memory_change_its_effect_made(
         return act
 
     def broken(with_record: bool, events_n: int) -> Any:
-        return db.Prepared(lambda _: text("INSERT INTO no_such_table VALUES (1) RETURNING 1"))
+        return statements.Prepared(
+            lambda _: text("INSERT INTO no_such_table VALUES (1) RETURNING 1")
+        )
 
     with held_connection(engine):
         ledger.emit(cycle_start("warm-up"))  # the checkout and its first statements
@@ -334,8 +334,8 @@ def test_postgres_reads_open_no_transaction_and_the_pool_gets_its_connection_bac
 ) -> None:
     from psycopg.pq import TransactionStatus
 
-    from contreact.checkpoints.db import reading
     from contreact.checkpoints.journal import Ledger
+    from contreact.checkpoints.transactions import reading
 
     storage, engine = back_to_back(postgres_backend, monkeypatch)
     with held_connection(engine):

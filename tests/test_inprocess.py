@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatResult
 
 from contreact.checkpoints.cycles import cycle_records
-from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.saver import open_saver
 from contreact.config import parse_config
 from contreact.graph.state import Context, fresh_cycle

@@ -14,8 +14,11 @@ import pytest
 from sqlalchemy import Engine
 
 from conftest import Statements, trace_sql
-from contreact.checkpoints.db import Storage, engine_for, insert_ignore, journal
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.journal import Ledger
+from contreact.checkpoints.schema import journal
+from contreact.checkpoints.statements import insert_ignore
+from contreact.checkpoints.storage import Storage
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The memory tools on each backend, run the way dispatch runs them: in a journal transaction.
 
-Their statements run on the raw DBAPI cursor (`checkpoints.db.Prepared`), where each
+Their statements run on the raw DBAPI cursor (`checkpoints.statements.Prepared`), where each
 driver's own conventions apply (parameter style, `rowcount`, `RETURNING`); these cases
 tell a right answer from a plausible wrong one on SQLite and on PostgreSQL alike.
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from conftest import Backend
-from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.journal import Ledger
 from contreact.tools.memory import (
     ToolError,

@@ -24,8 +24,9 @@ from contreact.analysis.metrics import (
 from contreact.analysis.report import build_report
 from contreact.analysis.runs import AnalysisInputError, select_runs
 from contreact.checkpoints.cycles import CycleRecord
-from contreact.checkpoints.db import engine_for, runs
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import log_path, read_events
+from contreact.checkpoints.schema import runs
 from contreact.config import parse_config
 from contreact.runner import start_run
 

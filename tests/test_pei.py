@@ -10,20 +10,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from contreact.analysis.agreement import describe, icc_a1, kendalls_w
-from contreact.analysis.pei import (
-    ANSWER_RESERVE_TOKENS,
-    INSTRUMENT_FILE,
-    CycleTurns,
-    History,
-    PeiResult,
-    build_matrix,
-    evaluator_slug,
-    fit_history,
-    instrument_sha,
-    load_instrument,
-    parse_level,
-    pei_run_id,
-)
+from contreact.analysis.pei.answers import parse_level
+from contreact.analysis.pei.history import ANSWER_RESERVE_TOKENS, CycleTurns, History, fit_history
+from contreact.analysis.pei.instrument import INSTRUMENT_FILE, instrument_sha, load_instrument
+from contreact.analysis.pei.matrix import build_matrix
+from contreact.analysis.pei.results import PeiResult, evaluator_slug, pei_run_id
 from contreact.analysis.runs import AnalysisInputError
 from contreact.checkpoints.registry import RUN_ID_PATTERN, RunRecord
 

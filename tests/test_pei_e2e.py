@@ -22,12 +22,14 @@ from typer.testing import CliRunner
 
 from conftest import Backend, cli
 from contreact.analysis.agreement import icc_a1, kendalls_w
-from contreact.analysis.pei import load_instrument, pei_results, stored_results
+from contreact.analysis.pei.instrument import load_instrument
+from contreact.analysis.pei.results import stored_results
 from contreact.analysis.report import build_report
 from contreact.batch import load_batch
-from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import log_path, read_events
 from contreact.checkpoints.registry import get_run, list_runs
+from contreact.checkpoints.schema import pei as pei_results
 from contreact.cli import app
 from contreact.config import parse_config
 from contreact.runner import start_run

@@ -39,7 +39,7 @@ def test_data_directory_and_files_are_owner_only(tmp_path: Path) -> None:
 
 
 def test_a_rebuilt_log_and_the_wal_files_stay_owner_only(tmp_path: Path) -> None:
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.events import rebuild_log
     from contreact.checkpoints.private_files import open_private
 

@@ -36,7 +36,7 @@ def test_plain_lines_and_quiet_in_a_pipe(sqlite_backend: Backend) -> None:
 
 def test_the_runner_names_each_node_as_it_starts(tmp_path: Path) -> None:
     """The status line's "what it is doing" comes from a hook each node's step calls."""
-    from contreact.checkpoints.db import resolve_storage
+    from contreact.checkpoints.storage import resolve_storage
     from contreact.config import parse_config
     from contreact.runner import SilentProgress, start_run
 

@@ -80,7 +80,7 @@ def test_bare_ollama_host_runs_and_resume_keeps_the_runs_host(
 
 
 def _memory(backend: Backend, run_id: str) -> dict[str, str]:
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.tools.memory import memory_snapshot
 
     return memory_snapshot(engine_for(backend.storage()), run_id)

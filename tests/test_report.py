@@ -25,10 +25,11 @@ from sqlalchemy import update
 from typer.testing import CliRunner
 
 from conftest import IN_CI, Backend, cli
-from contreact.analysis.pei import evaluate
+from contreact.analysis.pei.evaluation import evaluate
 from contreact.analysis.report import markdown_table
-from contreact.checkpoints.db import engine_for, runs
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.registry import get_run
+from contreact.checkpoints.schema import runs
 from contreact.cli import app
 from contreact.config import parse_config
 from contreact.evaluate import ask_evaluator

@@ -17,7 +17,7 @@ import yaml
 from conftest import Backend, cli, scripted_stub
 from contreact.analysis.report import build_report
 from contreact.batch import load_batch
-from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import log_path
 from contreact.checkpoints.registry import get_run
 from contreact.config import ConfigError, parse_config

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from conftest import Backend, cli, read_log, scripted_stub, write_config
-from contreact.nodes.context_budget import estimate_tokens
 from contreact.stub import ChatRequest, LooperAgent, Reply, StubServer
+from contreact.text.tokens import estimate_tokens
 from contreact.tools.registry import TOOLS
 
 

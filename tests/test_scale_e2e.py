@@ -77,7 +77,8 @@ def start_batch(backend: Backend, config: Path) -> subprocess.Popen[str]:
 
 
 def cycles_done(backend: Backend) -> int:
-    from contreact.checkpoints.db import cycles, engine_for
+    from contreact.checkpoints.engines import engine_for
+    from contreact.checkpoints.schema import cycles
 
     with engine_for(backend.storage()).connect() as conn:
         return len(conn.execute(cycles.select()).all())
@@ -121,7 +122,7 @@ def test_batch_killed_midway_resumes_every_run_once(
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
         time.sleep(1.0)
-        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.engines import engine_for
         from contreact.checkpoints.registry import list_runs
 
         batch_runs = [r for r in list_runs(engine_for(backend.storage())) if r.batch == "b"]

@@ -12,12 +12,9 @@ from pathlib import Path
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from contreact.checkpoints.db import (
-    dispose_engines,
-    engine_for,
-    resolve_storage,
-    schema_fingerprint,
-)
+from contreact.checkpoints.engines import dispose_engines, engine_for
+from contreact.checkpoints.schema import schema_fingerprint
+from contreact.checkpoints.storage import resolve_storage
 
 
 def _statements_while_opening(data_dir: Path) -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import Backend, cli, read_log, scripted_stub, write_config
 from contreact.checkpoints.cycles import cycle_records
-from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.engines import engine_for
 from contreact.nodes.similarity import HIGH_ADVISORY, MODERATE_ADVISORY
 
 REFLECTIONS = {

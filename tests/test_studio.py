@@ -142,7 +142,7 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
         print(f"langgraph dev answered /ok after {server.startup_s:.1f}s")
         yield server
     finally:
-        from contreact.checkpoints.db import dispose_engines
+        from contreact.checkpoints.engines import dispose_engines
 
         dispose_engines()
         try:
@@ -187,7 +187,7 @@ OPERATOR_SCRIPT: dict[int, list[Any]] = {
 
 
 def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) -> None:
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.saver import open_saver
     from contreact.graph import builder
     from contreact.tools.memory import memory_snapshot
@@ -442,7 +442,7 @@ def test_studio_checkpointer_reads_cli_runs_on_each_backend(
     tmp_path: Path, backend: Backend
 ) -> None:
     """In-process: the async saver Studio gets sees the CLI's checkpoints (SQLite, PostgreSQL)."""
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.registry import get_run
     from contreact.checkpoints.studio import RegisteredRunError, open_async_saver
     from contreact.graph import builder
@@ -497,7 +497,7 @@ def test_time_travel_with_an_edit_branches_and_leaves_the_original_intact(
     """Fork a finished 3-cycle run at its cycle-2 checkpoint with an edited state."""
     from langgraph_sdk import get_sync_client
 
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.tools.memory import memory_snapshot
 
     backend = dev_server.backend

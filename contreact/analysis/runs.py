@@ -13,8 +13,8 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from contreact.checkpoints.db import events
 from contreact.checkpoints.registry import RunRecord, get_run, list_runs
+from contreact.checkpoints.schema import events
 
 
 class AnalysisInputError(ValueError):

@@ -18,7 +18,9 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, Integer, bindparam, select
 
-from contreact.checkpoints.db import Prepared, Tx, cycles, insert_ignore, named
+from contreact.checkpoints.schema import cycles
+from contreact.checkpoints.statements import Prepared, insert_ignore, named
+from contreact.checkpoints.transactions import Tx
 
 
 class Note(NamedTuple):

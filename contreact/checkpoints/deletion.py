@@ -17,19 +17,11 @@ from pathlib import Path
 
 from sqlalchemy import ColumnElement, Table, delete, or_, select
 
-from contreact.checkpoints.db import (
-    Storage,
-    cycles,
-    engine_for,
-    events,
-    journal,
-    lineages,
-    memories,
-    pei,
-    runs,
-)
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.lineage import SCOPE_SEPARATOR
 from contreact.checkpoints.registry import get_run
+from contreact.checkpoints.schema import cycles, events, journal, lineages, memories, pei, runs
+from contreact.checkpoints.storage import Storage
 
 SCOPED = (events, journal, memories, cycles)
 """Tables keyed by scope: the run id, or `RUN@LINEAGE` for a branch of it."""

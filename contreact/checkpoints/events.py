@@ -22,8 +22,11 @@ from typing import Any, ClassVar, Literal, Self
 
 from sqlalchemy import Engine, func, select
 
-from contreact.checkpoints.db import Storage, Tx, events, insert_ignore
 from contreact.checkpoints.private_files import open_private
+from contreact.checkpoints.schema import events
+from contreact.checkpoints.statements import insert_ignore
+from contreact.checkpoints.storage import Storage
+from contreact.checkpoints.transactions import Tx
 
 EventType = Literal[
     "RUN_START",

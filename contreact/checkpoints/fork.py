@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, delete, select
 
-from contreact.checkpoints.db import cycles, events, insert_ignore, memories, upsert
 from contreact.checkpoints.events import ToolCall
 from contreact.checkpoints.keys import position_of
+from contreact.checkpoints.schema import cycles, events, memories
+from contreact.checkpoints.statements import insert_ignore, upsert
 
 
 @dataclass(frozen=True)

@@ -31,21 +31,13 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import Engine, bindparam, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from contreact.checkpoints.db import (
-    Prepared,
-    Storage,
-    Tx,
-    autocommit,
-    engine_for,
-    events,
-    insert_ignore,
-    journal,
-    named,
-    reading,
-    transaction,
-)
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import Event, event_row, insert_events, line_text, mirror_lines
 from contreact.checkpoints.failpoints import failpoint
+from contreact.checkpoints.schema import events, journal
+from contreact.checkpoints.statements import Prepared, insert_ignore, named
+from contreact.checkpoints.storage import Storage
+from contreact.checkpoints.transactions import Tx, autocommit, reading, transaction
 
 T = TypeVar("T")
 

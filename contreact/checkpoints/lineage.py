@@ -36,10 +36,13 @@ from sqlalchemy import Engine, String, bindparam, select, text
 from sqlalchemy.exc import DBAPIError
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.db import Prepared, Storage, insert_ignore, lineages, reading
 from contreact.checkpoints.events import Event, RunFork, sync_log, utc_now
 from contreact.checkpoints.fork import ForkPoint, copy_history
 from contreact.checkpoints.journal import Ledger
+from contreact.checkpoints.schema import lineages
+from contreact.checkpoints.statements import Prepared, insert_ignore
+from contreact.checkpoints.storage import Storage
+from contreact.checkpoints.transactions import reading
 
 MAIN = ""
 """The lineage of a run's main line (its scope is the run id itself)."""

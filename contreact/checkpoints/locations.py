@@ -1,6 +1,6 @@
 """Where contreact's data lives by default: one definition, importable without SQLAlchemy.
 
-`checkpoints.db` resolves storage from it, and `checkpoints.peek` (the standard-library
+`checkpoints.storage` resolves storage from it, and `checkpoints.peek` (the standard-library
 fast path of `list` and `status`) finds the SQLite file through it.
 """
 

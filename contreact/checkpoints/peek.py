@@ -28,7 +28,7 @@ class Unreadable(Exception):
 def sqlite_folder(data_dir: str | None, db_url: str | None) -> Path | None:
     """The data directory when storage is the default SQLite file (None: a database URL).
 
-    As `checkpoints.db.resolve_storage` decides it: `--data-dir`, else the default.
+    As `checkpoints.storage.resolve_storage` decides it: `--data-dir`, else the default.
     """
     if db_url or os.environ.get("CONTREACT_DB_URL"):
         return None

@@ -36,7 +36,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 from sqlalchemy import Engine
 
-from contreact.checkpoints.db import Storage, engine_for, held_connection
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import sync_log
 from contreact.checkpoints.fork import ForkPoint
 from contreact.checkpoints.lineage import Checkpoint, lineage_at
@@ -47,6 +47,8 @@ from contreact.checkpoints.registry import (
     set_status,
 )
 from contreact.checkpoints.saver import open_saver
+from contreact.checkpoints.storage import Storage
+from contreact.checkpoints.transactions import held_connection
 
 Policy = Literal["step", "cycle"]
 

@@ -18,7 +18,6 @@ from typing import Any
 from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
-from contreact.checkpoints.db import Prepared, Tx, named, runs
 from contreact.checkpoints.events import utc_now
 
 # Re-exported: the registry's vocabulary, defined where the fast read can use it.
@@ -32,6 +31,9 @@ from contreact.checkpoints.run_record import RunStatus as RunStatus
 from contreact.checkpoints.run_record import ShownStatus as ShownStatus
 from contreact.checkpoints.run_record import check_run_id as check_run_id
 from contreact.checkpoints.run_record import record_from_row
+from contreact.checkpoints.schema import runs
+from contreact.checkpoints.statements import Prepared, named
+from contreact.checkpoints.transactions import Tx
 
 
 def _record(row: Any) -> RunRecord:

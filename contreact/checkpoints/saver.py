@@ -23,12 +23,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from contreact.checkpoints.db import (
+from contreact.checkpoints.sqlite_file import (
     SQLITE_BUSY_TIMEOUT_MS,
     SQLITE_PRAGMAS,
-    Storage,
     prepare_sqlite_file,
 )
+from contreact.checkpoints.storage import Storage
 
 ALLOWED_TYPES = [("contreact.nodes.ollama_client", "ModelCallError")]
 """Our own types LangGraph may find in a checkpoint: a failed model call is stored as the

@@ -96,7 +96,7 @@ def storage_fault(exc: BaseException, where: str, busy_s: float) -> StorageFault
 def check_sqlite_file(path: Path) -> None:
     """Raise `StorageFault` if the SQLite file at `path` is empty, foreign or truncated.
 
-    contreact creates its database with a valid header (see `checkpoints.db`), so an
+    contreact creates its database with a valid header (see `checkpoints.sqlite_file`), so an
     existing empty file was emptied; SQLite itself would take it for a new database and
     contreact would recreate its tables in it, hiding that every run was lost. The
     length check is the header's own (page count x page size, valid when its

@@ -39,13 +39,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy import Engine
 
-from contreact.checkpoints.db import (
-    SQLITE_BUSY_TIMEOUT_MS,
-    SQLITE_PRAGMAS,
-    Storage,
-    engine_for,
-    resolve_storage,
-)
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.registry import (
     RunRecord,
     ShownStatus,
@@ -54,6 +48,8 @@ from contreact.checkpoints.registry import (
     set_status,
 )
 from contreact.checkpoints.saver import ShortVersions, serializer
+from contreact.checkpoints.sqlite_file import SQLITE_BUSY_TIMEOUT_MS, SQLITE_PRAGMAS
+from contreact.checkpoints.storage import Storage, resolve_storage
 
 log = logging.getLogger("contreact.studio")
 
@@ -143,7 +139,7 @@ async def open_async_saver(storage: Storage) -> AsyncIterator[BaseCheckpointSave
     if storage.is_sqlite:
         import aiosqlite
 
-        # The same tuning as every other connection (checkpoints.db.SQLITE_PRAGMAS).
+        # The same tuning as every other connection (checkpoints.sqlite_file.SQLITE_PRAGMAS).
         async with aiosqlite.connect(
             str(storage.sqlite_path), timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
         ) as conn:

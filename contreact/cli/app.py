@@ -1,4 +1,4 @@
-"""The typer application and what every command shares: options, error lines, exit codes.
+"""The typer application and what every command shares: registration, errors, exit codes.
 
 Exit codes: 0 done, 1 run failed, 2 bad input or config, 3 paused waiting for the
 operator. Every error is one clear line on stderr; `--debug` adds the traceback. A
@@ -12,11 +12,12 @@ model and the database layer are imported inside the commands that use them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, ParamSpec
 
 import typer
 from rich.console import Console
@@ -24,7 +25,7 @@ from rich.console import Console
 from contreact.terminal_text import visible
 
 if TYPE_CHECKING:
-    from contreact.checkpoints.db import Storage
+    from contreact.checkpoints.storage import Storage
     from contreact.checkpoints.storage_faults import StorageFault
     from contreact.runner import RunOutcome
 
@@ -35,7 +36,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class _Options:
@@ -113,10 +114,33 @@ def quiet_broken_pipe() -> NoReturn:
     raise typer.Exit(0)
 
 
-def guarded(action: Callable[[], T]) -> T:
+def command(
+    name: str | None = None,
+) -> Callable[[Callable[P, object]], Callable[P, None]]:
+    """Register the decorated function as a `contreact` command whose body runs `guarded`.
+
+    typer reads the command's arguments, options and help from the function's signature
+    and docstring, which `functools.wraps` hands on unchanged.
+
+    Args:
+        name: The command's name (default: the function's name).
+    """
+
+    def register(function: Callable[P, object]) -> Callable[P, None]:
+        @functools.wraps(function)
+        def run_guarded(*args: P.args, **kwargs: P.kwargs) -> None:
+            guarded(lambda: function(*args, **kwargs))
+
+        app.command(name=name)(run_guarded)
+        return run_guarded
+
+    return register
+
+
+def guarded(action: Callable[[], object]) -> None:
     """Run a command body, turning known errors into one line and an exit code."""
     try:
-        return action()
+        action()
     except typer.Exit:
         raise
     except BrokenPipeError:
@@ -139,7 +163,7 @@ def _storage_fault(exc: Exception) -> StorageFault | None:
     """`exc` as a one-line database or disk fault, if it is one."""
     if _is(exc, "contreact.checkpoints.storage_faults", "StorageFault"):
         return exc  # type: ignore[return-value]
-    from contreact.checkpoints.db import fault_of
+    from contreact.checkpoints.engines import fault_of
 
     try:
         return fault_of(storage(), exc)
@@ -149,7 +173,7 @@ def _storage_fault(exc: Exception) -> StorageFault | None:
 
 def storage(config_dir: str | None = None, config_url: str | None = None) -> Storage:
     """The storage chosen by flags, then the config, then CONTREACT_HOME / ./runs."""
-    from contreact.checkpoints.db import resolve_storage
+    from contreact.checkpoints.storage import resolve_storage
 
     try:
         return resolve_storage(OPTIONS.data_dir or config_dir, OPTIONS.db_url or config_url)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from contreact.cli.app import OPTIONS, BadInputError, app, err, guarded, out, storage
+from contreact.cli.app import OPTIONS, BadInputError, command, err, out, storage
 from contreact.cli.output import emit_json, emit_table
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def _summary(results: list[Any]) -> None:
 
 def _status(name: str, as_json: bool) -> None:
     from contreact.batch_watch import BatchWatch
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
 
     watch = BatchWatch.of_batch(engine_for(storage()), name)
     if not watch.views:
@@ -163,7 +163,7 @@ def _status(name: str, as_json: bool) -> None:
     emit_table(LIVE_COLUMNS, _live_rows(watch))
 
 
-@app.command()
+@command()
 def batch(
     config: Annotated[
         Path | None,
@@ -179,48 +179,44 @@ def batch(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Run every model × replicate of CONFIG; run it again to resume the batch."""
+    if status is not None:
+        _status(status, as_json)
+        return
+    if config is None:
+        raise BadInputError("give a batch CONFIG to run, or --status NAME to look at one")
+    from contreact.batch import BatchRunner, load_batch
+    from contreact.batch_watch import BatchWatch
+    from contreact.checkpoints.engines import engine_for
 
-    def body() -> None:
-        if status is not None:
-            _status(status, as_json)
-            return
-        if config is None:
-            raise BadInputError("give a batch CONFIG to run, or --status NAME to look at one")
-        from contreact.batch import BatchRunner, load_batch
-        from contreact.batch_watch import BatchWatch
-        from contreact.checkpoints.db import engine_for
+    spec = load_batch(config)
+    if parallel is not None and parallel < 1:
+        raise BadInputError("--parallel must be at least 1")
+    where = storage()
+    flags = ["--data-dir", str(where.data_dir)]
+    if OPTIONS.db_url:
+        flags += ["--db-url", OPTIONS.db_url]
+    # With --json, stdout is the summary document alone: progress goes to stderr.
+    lines = err if as_json else out
+    lines.print(
+        f"batch {spec.name}: {len(spec.runs)} runs, {parallel or spec.parallel} at a time",
+        markup=False,
+    )
+    watch = BatchWatch(
+        engine_for(where),
+        [(r.run_id, r.model, int(r.config.get("cycles", 0))) for r in spec.runs],
+    )
+    with Follower(watch, live=lines.is_terminal, lines=lines) as follower:
 
-        spec = load_batch(config)
-        if parallel is not None and parallel < 1:
-            raise BadInputError("--parallel must be at least 1")
-        where = storage()
-        flags = ["--data-dir", str(where.data_dir)]
-        if OPTIONS.db_url:
-            flags += ["--db-url", OPTIONS.db_url]
-        # With --json, stdout is the summary document alone: progress goes to stderr.
-        lines = err if as_json else out
-        lines.print(
-            f"batch {spec.name}: {len(spec.runs)} runs, {parallel or spec.parallel} at a time",
-            markup=False,
-        )
-        watch = BatchWatch(
-            engine_for(where),
-            [(r.run_id, r.model, int(r.config.get("cycles", 0))) for r in spec.runs],
-        )
-        with Follower(watch, live=lines.is_terminal, lines=lines) as follower:
+        def notify(run_id: str, what: str) -> None:
+            follower.say(f"  {run_id}: {what}")
 
-            def notify(run_id: str, what: str) -> None:
-                follower.say(f"  {run_id}: {what}")
-
-            results = BatchRunner(spec, where, flags, notify).run(parallel or spec.parallel)
-        if as_json:
-            emit_json([asdict(r) for r in results])
-        else:
-            _summary(results)
-        statuses = {r.status for r in results}
-        if statuses - {"completed", "paused"}:
-            raise typer.Exit(1)
-        if "paused" in statuses:
-            raise typer.Exit(3)
-
-    guarded(body)
+        results = BatchRunner(spec, where, flags, notify).run(parallel or spec.parallel)
+    if as_json:
+        emit_json([asdict(r) for r in results])
+    else:
+        _summary(results)
+    statuses = {r.status for r in results}
+    if statuses - {"completed", "paused"}:
+        raise typer.Exit(1)
+    if "paused" in statuses:
+        raise typer.Exit(3)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from contreact.cli.app import BadInputError, app, finish, guarded, out, storage
+from contreact.cli.app import BadInputError, command, finish, out, storage
 
 if TYPE_CHECKING:
     from contreact.progress import LineProgress
@@ -63,7 +63,7 @@ def _read(prompt: str) -> str | None:
     return None if line.strip().lower() in EXIT_WORDS else line
 
 
-@app.command()
+@command()
 def chat(
     model: Annotated[str | None, typer.Option(help="Ollama model.")] = None,
     host: Annotated[str | None, typer.Option(help="Ollama host.")] = None,
@@ -75,63 +75,55 @@ def chat(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Hide tool calls.")] = False,
 ) -> None:
     """Chat with a tasked agent; `exit`, Ctrl-D or Ctrl-C leave, `--resume` continues later."""
+    from contreact.checkpoints.engines import engine_for
+    from contreact.checkpoints.registry import get_run
+    from contreact.runner import resume_run, start_run
 
-    def body() -> None:
-        from contreact.checkpoints.db import engine_for
-        from contreact.checkpoints.registry import get_run
-        from contreact.runner import resume_run, start_run
-
-        where = storage()
-        progress = chat_progress(quiet)
-        # Named up front: the id is printed now and on leaving, for `--resume`.
-        name = resume or run_id or "chat-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        started = resume is not None
-        if resume is not None:
-            record = get_run(engine_for(where), resume)
-            if not record.config.get("task"):
-                raise BadInputError(f"run {resume} is not a chat (it has no task)")
-            if record.status != "completed":
-                # A turn was interrupted: finish it before asking for the next one.
-                resume_run(resume, where, progress=progress, ask_operator=progress.ask)
-            out.print(f"Continuing chat {name}. Type `exit` to leave.", markup=False)
-        else:
-            out.print(f"New chat {name}. Type `exit` to leave.", markup=False)
-        while True:
-            line = _read("you> ")
-            if line is None:
-                if started:
-                    out.print(f"bye: continue with `contreact chat --resume {name}`", markup=False)
-                else:
-                    out.print(f"bye: nothing was said, so chat {name} was not kept", markup=False)
-                return
-            if not line.strip():
-                continue
-            try:
-                if not started:
-                    settings = _settings(config, name, line, model, host)
-                    outcome = start_run(
-                        settings, where, progress=progress, ask_operator=progress.ask
-                    )
-                    started = True
-                else:
-                    outcome = resume_run(
-                        name,
-                        where,
-                        extra_cycles=1,
-                        opening=line,
-                        overrides={"model": model, "host": host},
-                        progress=progress,
-                        ask_operator=progress.ask,
-                    )
-            except KeyboardInterrupt:
-                out.print(
-                    f"\nInterrupted. Continue with: contreact chat --resume {name}", markup=False
+    where = storage()
+    progress = chat_progress(quiet)
+    # Named up front: the id is printed now and on leaving, for `--resume`.
+    name = resume or run_id or "chat-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    started = resume is not None
+    if resume is not None:
+        record = get_run(engine_for(where), resume)
+        if not record.config.get("task"):
+            raise BadInputError(f"run {resume} is not a chat (it has no task)")
+        if record.status != "completed":
+            # A turn was interrupted: finish it before asking for the next one.
+            resume_run(resume, where, progress=progress, ask_operator=progress.ask)
+        out.print(f"Continuing chat {name}. Type `exit` to leave.", markup=False)
+    else:
+        out.print(f"New chat {name}. Type `exit` to leave.", markup=False)
+    while True:
+        line = _read("you> ")
+        if line is None:
+            if started:
+                out.print(f"bye: continue with `contreact chat --resume {name}`", markup=False)
+            else:
+                out.print(f"bye: nothing was said, so chat {name} was not kept", markup=False)
+            return
+        if not line.strip():
+            continue
+        try:
+            if not started:
+                settings = _settings(config, name, line, model, host)
+                outcome = start_run(settings, where, progress=progress, ask_operator=progress.ask)
+                started = True
+            else:
+                outcome = resume_run(
+                    name,
+                    where,
+                    extra_cycles=1,
+                    opening=line,
+                    overrides={"model": model, "host": host},
+                    progress=progress,
+                    ask_operator=progress.ask,
                 )
-                raise typer.Exit(130) from None
-            if outcome.status == "failed":
-                finish(outcome)
-
-    guarded(body)
+        except KeyboardInterrupt:
+            out.print(f"\nInterrupted. Continue with: contreact chat --resume {name}", markup=False)
+            raise typer.Exit(130) from None
+        if outcome.status == "failed":
+            finish(outcome)
 
 
 def _settings(

@@ -7,43 +7,39 @@ from typing import Annotated
 
 import typer
 
-from contreact.cli.app import BadInputError, app, guarded, out, storage
+from contreact.cli.app import BadInputError, command, out, storage
 
 
-@app.command()
+@command()
 def delete(
     run_id: Annotated[str, typer.Argument(help="The run to delete.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete RUN: registry, checkpoints, memory, journal, events, cycles and log files."""
+    from contreact.checkpoints.deletion import RunIsLiveError, delete_run
+    from contreact.checkpoints.engines import engine_for
+    from contreact.checkpoints.registry import get_run
 
-    def body() -> None:
-        from contreact.checkpoints.db import engine_for
-        from contreact.checkpoints.deletion import RunIsLiveError, delete_run
-        from contreact.checkpoints.registry import get_run
-
-        where = storage()
-        record = get_run(engine_for(where), run_id)
-        if not yes:
-            if not sys.stdin.isatty():
-                raise BadInputError(f"deleting run {run_id} cannot be undone: confirm with --yes")
-            if not typer.confirm(
-                f"Delete run {run_id} ({record.shown_status}, model {record.model}) "
-                "and all its data? This cannot be undone"
-            ):
-                out.print("Nothing deleted.")
-                raise typer.Exit(1)
-        try:
-            deleted = delete_run(where, run_id)
-        except RunIsLiveError:
-            raise BadInputError(
-                f"run {run_id} is running (process {record.pid} on {record.driver_host}); "
-                "stop it first (Ctrl-C or kill), then delete it"
-            ) from None
-        rows = sum(deleted.rows.values())
-        out.print(
-            f"Deleted run {run_id}: its checkpoints, {rows} rows and {len(deleted.files)} files.",
-            markup=False,
-        )
-
-    guarded(body)
+    where = storage()
+    record = get_run(engine_for(where), run_id)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise BadInputError(f"deleting run {run_id} cannot be undone: confirm with --yes")
+        if not typer.confirm(
+            f"Delete run {run_id} ({record.shown_status}, model {record.model}) "
+            "and all its data? This cannot be undone"
+        ):
+            out.print("Nothing deleted.")
+            raise typer.Exit(1)
+    try:
+        deleted = delete_run(where, run_id)
+    except RunIsLiveError:
+        raise BadInputError(
+            f"run {run_id} is running (process {record.pid} on {record.driver_host}); "
+            "stop it first (Ctrl-C or kill), then delete it"
+        ) from None
+    rows = sum(deleted.rows.values())
+    out.print(
+        f"Deleted run {run_id}: its checkpoints, {rows} rows and {len(deleted.files)} files.",
+        markup=False,
+    )

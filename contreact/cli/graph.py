@@ -22,7 +22,7 @@ import typer
 if TYPE_CHECKING:
     from langchain_core.runnables.graph import Graph
 
-from contreact.cli.app import BadInputError, app, guarded, out
+from contreact.cli.app import BadInputError, command, out
 
 DEFAULT_PNG = Path("graph.png")
 START, END = "__start__", "__end__"
@@ -134,7 +134,7 @@ def _write(path: Path, data: bytes) -> None:
         raise BadInputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-@app.command(name="graph")
+@command(name="graph")
 def graph_command(
     fmt: Annotated[
         GraphFormat, typer.Option("--format", "-f", help="mermaid (text), ascii or png.")
@@ -147,25 +147,21 @@ def graph_command(
     ] = None,
 ) -> None:
     """Draw the agent's graph: five nodes, their edges and the routers' choices."""
+    # Imported here: compiling the graph is the command's work, not the CLI's start-up.
+    from contreact.graph import graph as agent_graph
 
-    def body() -> None:
-        # Imported here: compiling the graph is the command's work, not the CLI's start-up.
-        from contreact.graph import graph as agent_graph
-
-        drawable = agent_graph.get_graph()
-        if fmt is GraphFormat.png:
-            target = output or DEFAULT_PNG
-            _write(target, render_png(lambda: drawable.draw_png(None)))
-            out.print(str(target.resolve()), markup=False)
-            return
-        if fmt is GraphFormat.ascii:
-            text = draw_ascii(drawable)
-        else:
-            text = drawable.draw_mermaid()
-        if output is None:
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
-            return
-        _write(output, text.encode("utf-8"))
-        out.print(str(output.resolve()), markup=False)
-
-    guarded(body)
+    drawable = agent_graph.get_graph()
+    if fmt is GraphFormat.png:
+        target = output or DEFAULT_PNG
+        _write(target, render_png(lambda: drawable.draw_png(None)))
+        out.print(str(target.resolve()), markup=False)
+        return
+    if fmt is GraphFormat.ascii:
+        text = draw_ascii(drawable)
+    else:
+        text = drawable.draw_mermaid()
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    _write(output, text.encode("utf-8"))
+    out.print(str(output.resolve()), markup=False)

@@ -7,56 +7,48 @@ answers one and lets that run continue.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
-from contreact.cli.app import app, finish, guarded, out, storage
+from contreact.cli.app import command, finish, out, storage
 from contreact.cli.output import emit_json, emit_table
 
 
-@app.command()
+@command()
 def operator(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List the agents' messages waiting for the operator, in all runs."""
+    from contreact.runner import pending_operator_messages
 
-    def body() -> None:
-        from contreact.runner import pending_operator_messages
-
-        pending = pending_operator_messages(storage())
-        if as_json:
-            emit_json([asdict(p) for p in pending])
-            return
-        if not pending:
-            out.print("No messages are waiting for the operator.")
-            return
-        emit_table(
-            ["run", "cycle", "waiting since", "message"],
-            [[p.run_id, p.cycle, p.since, p.message] for p in pending],
-        )
-        if out.is_terminal:
-            out.print("Answer one with: contreact reply RUN TEXT", markup=False)
-
-    guarded(body)
+    pending = pending_operator_messages(storage())
+    if as_json:
+        emit_json([asdict(p) for p in pending])
+        return
+    if not pending:
+        out.print("No messages are waiting for the operator.")
+        return
+    emit_table(
+        ["run", "cycle", "waiting since", "message"],
+        [[p.run_id, p.cycle, p.since, p.message] for p in pending],
+    )
+    if out.is_terminal:
+        out.print("Answer one with: contreact reply RUN TEXT", markup=False)
 
 
-@app.command()
+@command()
 def reply(
     run_id: Annotated[str, typer.Argument(help="The paused run.")],
     text: Annotated[str, typer.Argument(help="Your reply to the agent.")],
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Answer the message RUN is waiting on; the run continues (until done or the next message)."""
+    from contreact.progress import LineProgress
+    from contreact.runner import resume_run
 
-    def body() -> NoReturn:
-        from contreact.progress import LineProgress
-        from contreact.runner import resume_run
-
-        progress = LineProgress(quiet=quiet)
-        outcome = resume_run(
-            run_id, storage(), reply=text, progress=progress, ask_operator=progress.ask
-        )
-        finish(outcome)
-
-    guarded(body)
+    progress = LineProgress(quiet=quiet)
+    outcome = resume_run(
+        run_id, storage(), reply=text, progress=progress, ask_operator=progress.ask
+    )
+    finish(outcome)

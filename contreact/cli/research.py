@@ -16,7 +16,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from contreact.cli.app import BadInputError, app, err, fail, guarded, out, storage
+from contreact.cli.app import BadInputError, command, err, fail, out, storage
 from contreact.cli.output import emit_json, emit_table
 
 T = TypeVar("T")
@@ -38,7 +38,7 @@ BatchOpt = Annotated[
 ]
 
 
-@app.command()
+@command()
 def pei(
     runs: RunsArg = None,
     evaluator: Annotated[
@@ -64,15 +64,12 @@ def pei(
     reuses stored ratings. `pei --set RUN EVALUATOR LEVEL` records a level by hand.
     """
     from contreact.analysis.agreement import describe
-    from contreact.analysis.pei import (
-        PeiFailure,
-        PeiResult,
-        build_matrix,
-        evaluate,
-    )
-    from contreact.analysis.pei import set_level as record_level
+    from contreact.analysis.pei.evaluation import PeiFailure, evaluate
+    from contreact.analysis.pei.evaluation import set_level as record_level
+    from contreact.analysis.pei.matrix import build_matrix
+    from contreact.analysis.pei.results import PeiResult
     from contreact.analysis.runs import select_runs
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.evaluate import ask_evaluator
 
     def manual() -> None:
@@ -86,63 +83,60 @@ def pei(
             f"{result.run_id} × {result.evaluator}: PEI {result.level} (manual)", markup=False
         )
 
-    def body() -> None:
-        if set_level:
-            manual()
-            return
-        where = storage()
-        engine = engine_for(where)
-        chosen = _checked(lambda: select_runs(engine, runs, batch))
-        names = [e for item in evaluator or [] for e in item.split(",") if e.strip()]
+    if set_level:
+        manual()
+        return
+    where = storage()
+    engine = engine_for(where)
+    chosen = _checked(lambda: select_runs(engine, runs, batch))
+    names = [e for item in evaluator or [] for e in item.split(",") if e.strip()]
 
-        def show(item: PeiResult | PeiFailure, reused: bool) -> None:
-            if as_json:
-                return
-            if isinstance(item, PeiFailure):
-                err.print(f"{item.run_id} × {item.evaluator}: failed ({item.reason})", markup=False)
-                return
-            level = item.level if item.level is not None else f"no level ({item.reason})"
-            note = " (stored earlier)" if reused else ""
-            note += " (manual)" if item.manual else ""
-            out.print(
-                f"{item.run_id} × {item.evaluator}: PEI {level}{note} [{item.omitted_text()}]",
-                markup=False,
-            )
-
-        outcome = _checked(
-            lambda: evaluate(where, chosen, names, ask=ask_evaluator, num_ctx=num_ctx, report=show)
-        )
-        columns = list(dict.fromkeys(e.strip() for e in names))
-        matrix = build_matrix(outcome.results, chosen, columns)
-        agreements = matrix.agreement()
+    def show(item: PeiResult | PeiFailure, reused: bool) -> None:
         if as_json:
-            payload = {
-                "results": [r.__dict__ for r in outcome.results],
-                "failures": [f.__dict__ for f in outcome.failures],
-                "matrix": {"rows": matrix.rows, "columns": matrix.columns, "cells": matrix.cells},
-                "model_matrix": {
-                    "rows": (by_model := matrix.by_model()).rows,
-                    "columns": by_model.columns,
-                    "cells": by_model.cells,
-                },
-                "evaluator_means": dict(zip(matrix.columns, matrix.evaluator_means, strict=True)),
-                "agreement": [a.__dict__ for a in agreements],
-            }
-            emit_json(payload)
-        else:
-            rows = [
-                [label, *("–" if v is None else f"{v:g}" for v in row)]
-                for label, row in zip(matrix.rows, matrix.cells, strict=True)
-            ]
-            means = matrix.evaluator_means
-            rows.append(["mean", *("–" if v is None else f"{v:.2f}" for v in means)])
-            emit_table(["history \\ evaluator", *matrix.columns], rows)
-            for agreement in agreements:
-                out.print(describe(agreement), markup=False)
-        if outcome.failures:
-            fail(f"{len(outcome.failures)} of the PEI evaluations failed (see above)", 1)
+            return
+        if isinstance(item, PeiFailure):
+            err.print(f"{item.run_id} × {item.evaluator}: failed ({item.reason})", markup=False)
+            return
+        level = item.level if item.level is not None else f"no level ({item.reason})"
+        note = " (stored earlier)" if reused else ""
+        note += " (manual)" if item.manual else ""
+        out.print(
+            f"{item.run_id} × {item.evaluator}: PEI {level}{note} [{item.omitted_text()}]",
+            markup=False,
+        )
 
-    guarded(body)
+    outcome = _checked(
+        lambda: evaluate(where, chosen, names, ask=ask_evaluator, num_ctx=num_ctx, report=show)
+    )
+    columns = list(dict.fromkeys(e.strip() for e in names))
+    matrix = build_matrix(outcome.results, chosen, columns)
+    agreements = matrix.agreement()
+    if as_json:
+        payload = {
+            "results": [r.__dict__ for r in outcome.results],
+            "failures": [f.__dict__ for f in outcome.failures],
+            "matrix": {"rows": matrix.rows, "columns": matrix.columns, "cells": matrix.cells},
+            "model_matrix": {
+                "rows": (by_model := matrix.by_model()).rows,
+                "columns": by_model.columns,
+                "cells": by_model.cells,
+            },
+            "evaluator_means": dict(zip(matrix.columns, matrix.evaluator_means, strict=True)),
+            "agreement": [a.__dict__ for a in agreements],
+        }
+        emit_json(payload)
+    else:
+        rows = [
+            [label, *("–" if v is None else f"{v:g}" for v in row)]
+            for label, row in zip(matrix.rows, matrix.cells, strict=True)
+        ]
+        means = matrix.evaluator_means
+        rows.append(["mean", *("–" if v is None else f"{v:.2f}" for v in means)])
+        emit_table(["history \\ evaluator", *matrix.columns], rows)
+        for agreement in agreements:
+            out.print(describe(agreement), markup=False)
+    if outcome.failures:
+        fail(f"{len(outcome.failures)} of the PEI evaluations failed (see above)", 1)
 
 
 def _default_out(batch: str | None, run_ids: list[str]) -> Path:
@@ -155,7 +149,7 @@ def _default_out(batch: str | None, run_ids: list[str]) -> Path:
     return storage().data_dir / "reports" / label
 
 
-@app.command()
+@command()
 def report(
     runs: RunsArg = None,
     batch: BatchOpt = None,
@@ -171,29 +165,26 @@ def report(
     """Write tables (CSV, Markdown), plots (PNG) and one self-contained HTML report."""
     from contreact.analysis.report import build_report
     from contreact.analysis.runs import select_runs
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
 
-    def body() -> None:
-        where = storage()
-        chosen = _checked(lambda: select_runs(engine_for(where), runs, batch))
-        target = out_dir or _default_out(batch, [r.run_id for r in chosen])
-        if batch:
-            title = f"contreact report: batch {batch}"
-        elif len(chosen) == 1:
-            title = f"contreact report: run {chosen[0].run_id}"
-        else:
-            title = f"contreact report: {len(chosen)} runs"
-        files = build_report(where, chosen, target, title=title, lexical=lexical)
-        out.print(f"Report of {len(chosen)} run(s) in {files.out_dir}", markup=False)
-        out.print(f"  {files.html}", markup=False)
-        out.print(f"  {files.markdown}", markup=False)
-        for path in [*files.csv, *files.png]:
-            out.print(f"  {path}", markup=False)
-
-    guarded(body)
+    where = storage()
+    chosen = _checked(lambda: select_runs(engine_for(where), runs, batch))
+    target = out_dir or _default_out(batch, [r.run_id for r in chosen])
+    if batch:
+        title = f"contreact report: batch {batch}"
+    elif len(chosen) == 1:
+        title = f"contreact report: run {chosen[0].run_id}"
+    else:
+        title = f"contreact report: {len(chosen)} runs"
+    files = build_report(where, chosen, target, title=title, lexical=lexical)
+    out.print(f"Report of {len(chosen)} run(s) in {files.out_dir}", markup=False)
+    out.print(f"  {files.html}", markup=False)
+    out.print(f"  {files.markdown}", markup=False)
+    for path in [*files.csv, *files.png]:
+        out.print(f"  {path}", markup=False)
 
 
-@app.command()
+@command()
 def export(
     run_id: Annotated[str, typer.Argument(help="The run.")],
     fmt: Annotated[
@@ -205,9 +196,9 @@ def export(
 ) -> None:
     """Export a run: its event log as JSON lines, or its cycles as CSV."""
     from contreact.analysis.export import export_run
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
 
-    def body() -> None:
+    try:
         engine = engine_for(storage())
         if out_file is None:
             _checked(lambda: export_run(engine, run_id, fmt, sys.stdout))
@@ -218,9 +209,6 @@ def export(
             count = _checked(lambda: export_run(engine, run_id, fmt, fh))
         partial.replace(out_file)
         err.print(f"wrote {count} rows to {out_file}", markup=False)
-
-    try:
-        guarded(body)
     finally:
         if out_file is not None:
             out_file.with_name(out_file.name + ".partial").unlink(missing_ok=True)

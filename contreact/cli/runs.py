@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from contreact.cli.app import OPTIONS, BadInputError, app, finish, guarded, out, storage
+from contreact.cli.app import OPTIONS, BadInputError, command, finish, out, storage
 from contreact.cli.output import emit_json, emit_table
 from contreact.terminal_text import visible
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # `list` and `status` must start fast (see contreact/cli/app.py).
 
 
-@app.command()
+@command()
 def run(
     config: Annotated[Path, typer.Argument(help="YAML run configuration.")],
     model: Annotated[str | None, typer.Option(help="Override the config's model.")] = None,
@@ -33,25 +33,19 @@ def run(
     ] = False,
 ) -> None:
     """Start a new run from CONFIG."""
+    from contreact.config import load_config
+    from contreact.progress import LineProgress
 
-    def body() -> NoReturn:
-        from contreact.config import load_config
-        from contreact.progress import LineProgress
+    cfg = load_config(config, {"model": model, "cycles": cycles, "run_id": run_id, "host": host})
+    _refuse_existing(cfg.storage.data_dir, cfg.storage.url, cfg.run_id)
+    progress = LineProgress(quiet=quiet)
+    # The first line comes before the database layer and the engine are loaded (a
+    # second or so); start_run checks the run id again, under the registry's key.
+    progress.announce(cfg.run_id, cfg.model)
+    where = storage(cfg.storage.data_dir, cfg.storage.url)
+    from contreact.runner import start_run
 
-        cfg = load_config(
-            config, {"model": model, "cycles": cycles, "run_id": run_id, "host": host}
-        )
-        _refuse_existing(cfg.storage.data_dir, cfg.storage.url, cfg.run_id)
-        progress = LineProgress(quiet=quiet)
-        # The first line comes before the database layer and the engine are loaded (a
-        # second or so); start_run checks the run id again, under the registry's key.
-        progress.announce(cfg.run_id, cfg.model)
-        where = storage(cfg.storage.data_dir, cfg.storage.url)
-        from contreact.runner import start_run
-
-        finish(start_run(cfg, where, progress=progress, ask_operator=progress.ask))
-
-    guarded(body)
+    finish(start_run(cfg, where, progress=progress, ask_operator=progress.ask))
 
 
 def _refuse_existing(data_dir: str | None, url: str | None, run_id: str) -> None:
@@ -67,7 +61,7 @@ def _refuse_existing(data_dir: str | None, url: str | None, run_id: str) -> None
     except RunNotFoundError:
         return
     except peek.Unreadable:
-        from contreact.checkpoints.db import engine_for
+        from contreact.checkpoints.engines import engine_for
         from contreact.checkpoints.registry import get_run
 
         try:
@@ -77,7 +71,7 @@ def _refuse_existing(data_dir: str | None, url: str | None, run_id: str) -> None
     raise RunExistsError(run_id)
 
 
-@app.command()
+@command()
 def resume(
     run_id: Annotated[str, typer.Argument(help="The run to continue.")],
     cycles: Annotated[int | None, typer.Option(help="Extend a finished run by N cycles.")] = None,
@@ -86,25 +80,21 @@ def resume(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Continue RUN from its last checkpoint (after a crash, a failure or a pause)."""
+    from contreact.progress import LineProgress
+    from contreact.runner import resume_run
 
-    def body() -> NoReturn:
-        from contreact.progress import LineProgress
-        from contreact.runner import resume_run
-
-        if cycles is not None and cycles < 1:
-            raise BadInputError("--cycles must be at least 1")
-        progress = LineProgress(quiet=quiet)
-        outcome = resume_run(
-            run_id,
-            storage(),
-            extra_cycles=cycles,
-            overrides={"model": model, "host": host},
-            progress=progress,
-            ask_operator=progress.ask,
-        )
-        finish(outcome)
-
-    guarded(body)
+    if cycles is not None and cycles < 1:
+        raise BadInputError("--cycles must be at least 1")
+    progress = LineProgress(quiet=quiet)
+    outcome = resume_run(
+        run_id,
+        storage(),
+        extra_cycles=cycles,
+        overrides={"model": model, "host": host},
+        progress=progress,
+        ask_operator=progress.ask,
+    )
+    finish(outcome)
 
 
 def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int], Path]:
@@ -123,7 +113,7 @@ def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int
         except peek.Unreadable:
             pass
     from contreact.checkpoints.cycles import cycle_records
-    from contreact.checkpoints.db import engine_for
+    from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.registry import get_run, list_runs
 
     where = storage()
@@ -159,143 +149,127 @@ def _run_summary(run_id: str) -> dict[str, Any]:
     }
 
 
-@app.command()
+@command()
 def status(
     run_id: Annotated[str, typer.Argument(help="The run.")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Show one run's status."""
-
-    def body() -> None:
-        summary = _run_summary(run_id)
-        if as_json:
-            emit_json(summary)
-            return
-        for key, value in summary.items():
-            if value not in (None, ""):
-                out.print(f"{key:>17}: {visible(value)}", markup=False)
-
-    guarded(body)
+    summary = _run_summary(run_id)
+    if as_json:
+        emit_json(summary)
+        return
+    for key, value in summary.items():
+        if value not in (None, ""):
+            out.print(f"{key:>17}: {visible(value)}", markup=False)
 
 
-@app.command(name="list")
+@command(name="list")
 def list_(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List all runs."""
-
-    def body() -> None:
-        records, counts, _ = _registry()
-        rows: list[dict[str, Any]] = [
-            {
-                "run_id": r.run_id,
-                "status": r.shown_status,
-                "origin": r.origin,
-                "model": r.model,
-                "cycles_done": counts.get(r.run_id, 0),
-                "cycles_planned": int(r.config.get("cycles", 0)),
-                "created_at": r.created_at,
-                "updated_at": r.updated_at,
-                "reason": r.reason,
-            }
-            for r in records
-        ]
-        if as_json:
-            emit_json(rows)
-            return
-        if not rows:
-            out.print("No runs yet. Start one with `contreact demo` or `contreact run CONFIG`.")
-            return
-        emit_table(
-            ["run", "status", "origin", "model", "cycles", "updated"],
+    records, counts, _ = _registry()
+    rows: list[dict[str, Any]] = [
+        {
+            "run_id": r.run_id,
+            "status": r.shown_status,
+            "origin": r.origin,
+            "model": r.model,
+            "cycles_done": counts.get(r.run_id, 0),
+            "cycles_planned": int(r.config.get("cycles", 0)),
+            "created_at": r.created_at,
+            "updated_at": r.updated_at,
+            "reason": r.reason,
+        }
+        for r in records
+    ]
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        out.print("No runs yet. Start one with `contreact demo` or `contreact run CONFIG`.")
+        return
+    emit_table(
+        ["run", "status", "origin", "model", "cycles", "updated"],
+        [
             [
-                [
-                    r["run_id"],
-                    r["status"],
-                    r["origin"],
-                    r["model"],
-                    f"{r['cycles_done']}/{r['cycles_planned']}",
-                    r["updated_at"],
-                ]
-                for r in rows
-            ],
-        )
-
-    guarded(body)
+                r["run_id"],
+                r["status"],
+                r["origin"],
+                r["model"],
+                f"{r['cycles_done']}/{r['cycles_planned']}",
+                r["updated_at"],
+            ]
+            for r in rows
+        ],
+    )
 
 
-@app.command()
+@command()
 def show(
     run_id: Annotated[str, typer.Argument(help="The run.")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Show a run's reflections and metrics, cycle by cycle."""
+    from contreact.checkpoints.cycles import cycle_records
+    from contreact.checkpoints.engines import engine_for
+    from contreact.checkpoints.registry import get_run
 
-    def body() -> None:
-        from contreact.checkpoints.cycles import cycle_records
-        from contreact.checkpoints.db import engine_for
-        from contreact.checkpoints.registry import get_run
-
-        engine = engine_for(storage())
-        get_run(engine, run_id)
-        records = cycle_records(engine, run_id)
-        if as_json:
-            emit_json([asdict(r) for r in records])
-            return
-        if not records:
-            out.print(f"Run {run_id} has no completed cycles yet.")
-        for r in records:
-            m = r.metrics
-            flags = escape(visible(f" [{', '.join(r.flags)}]")) if r.flags else ""
-            out.print(f"[bold]Cycle {r.cycle}[/]{flags}")
-            out.print(visible(r.reflection or "(empty reflection)"), markup=False)
-            out.print(
-                f"[dim]steps {m.get('steps')} · tool calls {m.get('tool_calls')} · memory ops "
-                f"{m.get('memory_ops_total')} · operator {m.get('messages_to_operator')} · "
-                f"tokens {m.get('tokens_in')}/{m.get('tokens_out')} · memory keys "
-                f"{m.get('final_memory_keys')}"
-                + (f" · similarity {r.similarity:.2f}" if r.similarity is not None else "")
-                + "[/]\n"
-            )
-
-    guarded(body)
+    engine = engine_for(storage())
+    get_run(engine, run_id)
+    records = cycle_records(engine, run_id)
+    if as_json:
+        emit_json([asdict(r) for r in records])
+        return
+    if not records:
+        out.print(f"Run {run_id} has no completed cycles yet.")
+    for r in records:
+        m = r.metrics
+        flags = escape(visible(f" [{', '.join(r.flags)}]")) if r.flags else ""
+        out.print(f"[bold]Cycle {r.cycle}[/]{flags}")
+        out.print(visible(r.reflection or "(empty reflection)"), markup=False)
+        out.print(
+            f"[dim]steps {m.get('steps')} · tool calls {m.get('tool_calls')} · memory ops "
+            f"{m.get('memory_ops_total')} · operator {m.get('messages_to_operator')} · "
+            f"tokens {m.get('tokens_in')}/{m.get('tokens_out')} · memory keys "
+            f"{m.get('final_memory_keys')}"
+            + (f" · similarity {r.similarity:.2f}" if r.similarity is not None else "")
+            + "[/]\n"
+        )
 
 
-@app.command()
+@command()
 def memory(
     run_id: Annotated[str, typer.Argument(help="The run.")],
     as_json: Annotated[bool, typer.Option("--json", help="A JSON object key -> value.")] = False,
 ) -> None:
     """Show a run's memory."""
+    from contreact.checkpoints.engines import engine_for
+    from contreact.checkpoints.registry import get_run
+    from contreact.tools.memory import memory_snapshot
 
-    def body() -> None:
-        from contreact.checkpoints.db import engine_for
-        from contreact.checkpoints.registry import get_run
-        from contreact.tools.memory import memory_snapshot
-
-        engine = engine_for(storage())
-        get_run(engine, run_id)
-        snapshot = memory_snapshot(engine, run_id)
-        if as_json:
-            emit_json(snapshot)
-            return
-        if not snapshot:
-            out.print(f"Run {run_id} has no memories.")
-            return
-        # On a terminal long values are cut to keep the table readable; a pipe gets them whole.
-        limit = 200 if out.is_terminal else None
-        emit_table(
-            ["key", "value"],
-            [
-                [key, value if limit is None or len(value) < limit else value[: limit - 1] + "…"]
-                for key, value in snapshot.items()
-            ],
-        )
-
-    guarded(body)
+    engine = engine_for(storage())
+    get_run(engine, run_id)
+    snapshot = memory_snapshot(engine, run_id)
+    if as_json:
+        emit_json(snapshot)
+        return
+    if not snapshot:
+        out.print(f"Run {run_id} has no memories.")
+        return
+    # On a terminal long values are cut to keep the table readable; a pipe gets them whole.
+    limit = 200 if out.is_terminal else None
+    emit_table(
+        ["key", "value"],
+        [
+            [key, value if limit is None or len(value) < limit else value[: limit - 1] + "…"]
+            for key, value in snapshot.items()
+        ],
+    )
 
 
-@app.command()
+@command()
 def demo(
     cycles: Annotated[int, typer.Option(help="How many cycles to run.")] = 3,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Name of the demo run.")] = None,
@@ -309,41 +283,36 @@ def demo(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Run a short agent against the bundled Ollama stub: no Ollama needed."""
+    from contreact.config import parse_config
+    from contreact.progress import LineProgress
+    from contreact.runner import start_run
+    from contreact.stub import StubServer
 
-    def body() -> NoReturn:
-        from contreact.config import parse_config
-        from contreact.progress import LineProgress
-        from contreact.runner import start_run
-        from contreact.stub import StubServer
-
-        name = run_id or "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        with _demo_server(model) if model else StubServer().start() as server:
-            settings = real_demo_settings(server.models()[0]) if model else _SCRIPTED_DEMO
-            cfg = parse_config(
-                {
-                    "run_id": name,
-                    "cycles": cycles,
-                    **settings,
-                    "ollama": {**settings["ollama"], "host": server.url},
-                },
-                "demo",
-            )
-            where = storage()
-            against = f"the real model {cfg.model}" if model else "the bundled stub"
-            out.print(
-                f"Demo: {cycles} cycles against {against} at {server.url} "
-                f"(data in {where.data_dir})",
-                markup=False,
-            )
-            outcome = start_run(cfg, where, progress=LineProgress(quiet=quiet))
-        if outcome.status == "completed":
-            out.print(
-                f"Inspect it with: contreact show {name}   ·   contreact memory {name}",
-                markup=False,
-            )
-        finish(outcome)
-
-    guarded(body)
+    name = run_id or "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    with _demo_server(model) if model else StubServer().start() as server:
+        settings = real_demo_settings(server.models()[0]) if model else _SCRIPTED_DEMO
+        cfg = parse_config(
+            {
+                "run_id": name,
+                "cycles": cycles,
+                **settings,
+                "ollama": {**settings["ollama"], "host": server.url},
+            },
+            "demo",
+        )
+        where = storage()
+        against = f"the real model {cfg.model}" if model else "the bundled stub"
+        out.print(
+            f"Demo: {cycles} cycles against {against} at {server.url} (data in {where.data_dir})",
+            markup=False,
+        )
+        outcome = start_run(cfg, where, progress=LineProgress(quiet=quiet))
+    if outcome.status == "completed":
+        out.print(
+            f"Inspect it with: contreact show {name}   ·   contreact memory {name}",
+            markup=False,
+        )
+    finish(outcome)
 
 
 _SCRIPTED_DEMO: dict[str, Any] = {
@@ -379,7 +348,7 @@ def _demo_server(model: str) -> Any:
         raise BadInputError(str(exc)) from None
 
 
-@app.command()
+@command()
 def fork(
     run_id: Annotated[str, typer.Argument(help="The run to branch.")],
     cycle: Annotated[int, typer.Option("--cycle", help="Branch from the end of this cycle.")],
@@ -389,58 +358,50 @@ def fork(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Branch RUN from the end of a cycle into a new run (the original is untouched), and run it."""
+    from contreact.progress import LineProgress
+    from contreact.runner import fork_run
 
-    def body() -> NoReturn:
-        from contreact.progress import LineProgress
-        from contreact.runner import fork_run
-
-        changes = {"model": model} if model else {}
-        progress = LineProgress(quiet=quiet)
-        try:
-            outcome = fork_run(
-                run_id,
-                storage(),
-                at_cycle=cycle,
-                new_run_id=new_run_id,
-                changes=changes,
-                cycles=cycles,
-                progress=progress,
-                ask_operator=progress.ask,
-            )
-        except ValueError as exc:
-            raise BadInputError(str(exc)) from None
-        finish(outcome)
-
-    guarded(body)
+    changes = {"model": model} if model else {}
+    progress = LineProgress(quiet=quiet)
+    try:
+        outcome = fork_run(
+            run_id,
+            storage(),
+            at_cycle=cycle,
+            new_run_id=new_run_id,
+            changes=changes,
+            cycles=cycles,
+            progress=progress,
+            ask_operator=progress.ask,
+        )
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
+    finish(outcome)
 
 
-@app.command()
+@command()
 def doctor(
     config: Annotated[Path | None, typer.Argument(help="Check what this run config needs.")] = None,
     model: Annotated[str | None, typer.Option(help="The model to check.")] = None,
     host: Annotated[str | None, typer.Option(help="The Ollama host to check.")] = None,
 ) -> None:
     """Check that Ollama answers, has the model, and that the model can call tools."""
+    from contreact.config import Settings, load_config, validated
+    from contreact.doctor import run_checks
 
-    def body() -> None:
-        from contreact.config import Settings, load_config, validated
-        from contreact.doctor import run_checks
-
-        if config:
-            settings: Settings = load_config(config, {"model": model, "host": host})
-        else:
-            chosen: dict[str, Any] = {"ollama": {"host": host}}
-            if model:
-                chosen["model"] = model
-            settings = validated(Settings, chosen, "doctor")
-        where = storage(settings.storage.data_dir, settings.storage.url)
-        failed = False
-        for check in run_checks(settings, where):
-            mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"
-            out.print(f"{mark} {check.name:<10} ", end="")
-            out.print(check.detail, markup=False)
-            failed = failed or not check.ok
-        if failed:
-            raise typer.Exit(1)
-
-    guarded(body)
+    if config:
+        settings: Settings = load_config(config, {"model": model, "host": host})
+    else:
+        chosen: dict[str, Any] = {"ollama": {"host": host}}
+        if model:
+            chosen["model"] = model
+        settings = validated(Settings, chosen, "doctor")
+    where = storage(settings.storage.data_dir, settings.storage.url)
+    failed = False
+    for check in run_checks(settings, where):
+        mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"
+        out.print(f"{mark} {check.name:<10} ", end="")
+        out.print(check.detail, markup=False)
+        failed = failed or not check.ok
+    if failed:
+        raise typer.Exit(1)

@@ -17,14 +17,14 @@ from typing import Annotated
 
 import typer
 
-from contreact.cli.app import app, out
+from contreact.cli.app import command, out
 
 OLLAMA_PORT = 11434
 QUICKSTART_MODELS = "llama3.1:8b,stub-model"
 """The example config's model (README quickstart) and the demo's."""
 
 
-@app.command()
+@command()
 def stub(
     port: Annotated[
         int, typer.Option(help="Port (Ollama's 11434 by default; 0 picks a free one).")

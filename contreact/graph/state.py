@@ -25,7 +25,7 @@ from pydantic.json_schema import SkipJsonSchema
 # typing_extensions' TypedDict: LangGraph's schema builder rejects typing's before 3.12.
 from typing_extensions import TypedDict
 
-from contreact.checkpoints.db import Storage, resolve_storage
+from contreact.checkpoints.storage import Storage, resolve_storage
 from contreact.config import Settings
 
 Outcome = Literal["", "calls", "retry", "final"]

@@ -24,10 +24,11 @@ from contreact.checkpoints.cycles import Note, earlier_notes
 from contreact.checkpoints.events import ContextTrim, CycleStart, Event, RunStart
 from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.budgets import tools_offered
-from contreact.nodes.context_budget import estimate_tokens, fit_reflections, plan_trim
+from contreact.nodes.context_budget import fit_reflections, plan_trim
 from contreact.nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
 from contreact.nodes.step import engine_of, ledger_of, node
 from contreact.nodes.tool_mode import decide_tool_mode
+from contreact.text.tokens import estimate_tokens
 from contreact.tools.registry import TOOL_SCHEMAS
 
 

@@ -20,9 +20,11 @@ from langgraph.runtime import Runtime
 from sqlalchemy import select
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.db import Prepared, Tx, events, named
 from contreact.checkpoints.events import Error, Event, OperatorMessage, ToolCall
 from contreact.checkpoints.journal import Ledger
+from contreact.checkpoints.schema import events
+from contreact.checkpoints.statements import Prepared, named
+from contreact.checkpoints.transactions import Tx
 from contreact.graph.state import AgentState, Context, CycleStats, PendingCall, StateUpdate
 from contreact.nodes.budgets import refusal, truncate_output
 from contreact.nodes.step import ledger_of, node

@@ -21,9 +21,9 @@ from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import earlier_notes
-from contreact.checkpoints.db import Tx
 from contreact.checkpoints.events import Error, Event, LlmInvocation, count_events
 from contreact.checkpoints.journal import Ledger
+from contreact.checkpoints.transactions import Tx
 from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.answer_health import answer_flags
 from contreact.nodes.assemble import prompt_of

@@ -23,6 +23,7 @@ from langchain_core.messages import (
 
 from contreact.checkpoints.cycles import Note
 from contreact.nodes.reflection_format import shown_schema
+from contreact.text.tool_text import tool_call_text, tool_line, tool_response_text
 from contreact.tools.registry import TOOL_SCHEMAS
 
 SYSTEM_PROMPT = """You are an autonomous, task-free agent designed for continuous exploration. You have no external task and can do what you want.
@@ -49,11 +50,13 @@ You maintain a database of memories that are persistent across cycles, and you c
 You have access to a set of tools. To use a tool, you must respond with a structured tool call. The available tools and their functions are defined for you. After the tool returns its result, you will continue your reasoning process."""  # noqa: E501
 """The system prompt of tasked mode (a user task instead of the task-free prompt)."""
 
-TEXT_TOOLS_INTRO = """## Tools
+_EXAMPLE_CALL = tool_call_text("write", {"key": "first-note", "value": "what I want to remember"})
+
+TEXT_TOOLS_INTRO = f"""## Tools
 
 Your model server cannot pass tools natively, so here they are as text. To call a tool, write the call on its own, exactly in this form (one block per call; several blocks may follow each other):
 
-<tool_call>{"name": "write", "arguments": {"key": "first-note", "value": "what I want to remember"}}</tool_call>
+{_EXAMPLE_CALL}
 
 The result comes back in the next message inside <tool_response> tags. When you answer without a tool call, that answer ends the cycle.
 
@@ -72,7 +75,7 @@ def text_tools_section(schemas: Sequence[dict[str, Any]]) -> str:
         fn = schema["function"]
         params = fn["parameters"].get("properties", {})
         args = ", ".join(f'"{p}": {spec.get("type", "string")}' for p, spec in params.items())
-        lines.append(f"- {fn['name']}({args}): {fn['description']}")
+        lines.append(tool_line(fn["name"], args, fn["description"]))
     return "\n".join(lines)
 
 
@@ -88,10 +91,7 @@ def text_tool_turns(messages: Sequence[AnyMessage]) -> list[BaseMessage]:
         if isinstance(message, ToolMessage):
             name = message.name or "tool"
             out.append(
-                HumanMessage(
-                    content=f'<tool_response name="{name}">\n{message.content}\n</tool_response>',
-                    id=message.id,
-                )
+                HumanMessage(content=tool_response_text(name, message.content), id=message.id)
             )
         elif isinstance(message, AIMessage) and message.tool_calls:
             out.append(AIMessage(content=message.content, id=message.id))

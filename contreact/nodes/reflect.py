@@ -15,10 +15,10 @@ from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import CycleRecord, earlier_notes, insert_cycle
-from contreact.checkpoints.db import Tx
 from contreact.checkpoints.events import CycleEnd, Event, RunEnd, Similarity
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.registry import complete_studio_run
+from contreact.checkpoints.transactions import Tx
 from contreact.graph.state import AgentState, Context, StateUpdate, fresh_cycle
 from contreact.nodes.reflection_format import Accepted, check_reflection, prose_of
 from contreact.nodes.similarity import EMBED_TIMEOUT_S, SimilarityReport, assess

@@ -19,7 +19,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime, get_runtime
 from sqlalchemy import Engine
 
-from contreact.checkpoints.db import engine_for
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.fork import ForkPoint
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.lineage import scope_of

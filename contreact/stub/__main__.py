@@ -13,14 +13,12 @@ agent (:mod:`contreact.stub.real`, needs the ``real`` extra).
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from types import FrameType
 from typing import Any
 
 from contreact.stub.agents import LooperAgent, SimulatedAgent
+from contreact.stub.foreground import serve_until_signal
 from contreact.stub.server import StubServer
 
 
@@ -101,25 +99,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"stub: {exc}", file=sys.stderr)
         return 2
     return serve_until_signal(server)
-
-
-def serve_until_signal(server: StubServer) -> int:
-    """Print `STUB READY <url>` and serve until SIGTERM or SIGINT; then stop, and return 0."""
-    stop = threading.Event()
-
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    print(f"STUB READY {server.url}", flush=True)
-    try:
-        # A timed wait keeps the main thread responsive to signals on every platform.
-        while not stop.wait(0.2):
-            pass
-    finally:
-        server.stop()
-    return 0
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from contreact.stub.embedding import stable_int
 from contreact.stub.ollama_api import ChatRequest, Reply, message_text
+from contreact.text.tool_text import tool_call_text
 
 __all__ = ["Agent", "LooperAgent", "ScriptedAgent", "SimulatedAgent"]
 
@@ -362,7 +363,7 @@ class SimulatedAgent:
             if not req.tools:
                 # Text-tool mode: the call is written the way the system prompt asked.
                 return Reply(
-                    content=f"<tool_call>{json.dumps(call)}</tool_call>", thinking=thinking
+                    content=tool_call_text(call["name"], call["arguments"]), thinking=thinking
                 )
             return Reply(tool_calls=[copy.deepcopy(call)], thinking=thinking)
         # Read what was done from the conversation itself: tools may have been withdrawn

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from contreact.nodes import context_budget
 from contreact.stub.embedding import embed_text
+from contreact.text import tokens
+from contreact.text.tool_text import listed_tools, written_calls
 
 __all__ = [
     "CHAT_CAPABILITIES",
@@ -55,8 +56,6 @@ _PROMPT_NS_PER_TOKEN = 100_000
 _EVAL_NS_PER_TOKEN = 1_000_000
 
 _CYCLE_RE = re.compile(r"\bCycle (\d+)\b")
-_TEXT_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-_TEXT_TOOL_LINE_RE = re.compile(r"^- (\w+)\(", re.MULTILINE)
 
 
 def canonical_model_name(name: str) -> str:
@@ -77,16 +76,16 @@ def canonical_model_name(name: str) -> str:
 
 
 def estimate_tokens(text: str) -> int:
-    """Estimate a token count with the context budget's own estimate (one estimator).
+    """Estimate a token count with the estimate contreact sizes its prompts by (one estimator).
 
     Args:
         text: Any text.
 
     Returns:
-        `nodes.context_budget.estimate_tokens`, at least 1 so counters never read zero
+        `contreact.text.tokens.estimate_tokens`, at least 1 so counters never read zero
         for real traffic.
     """
-    return max(1, context_budget.estimate_tokens(text))
+    return max(1, tokens.estimate_tokens(text))
 
 
 @dataclass(frozen=True)
@@ -180,16 +179,7 @@ class ChatRequest:
         for message in after:
             if message.get("role") != "assistant":
                 continue
-            for match in _TEXT_CALL_RE.finditer(message_text(message.get("content"))):
-                try:
-                    call = json.loads(match.group(1))
-                except ValueError:
-                    continue
-                if isinstance(call, dict) and isinstance(call.get("name"), str):
-                    args = call.get("arguments")
-                    calls.append(
-                        {"name": call["name"], "arguments": args if isinstance(args, dict) else {}}
-                    )
+            calls.extend(written_calls(message_text(message.get("content"))))
             for raw in message.get("tool_calls") or []:
                 function = raw.get("function") if isinstance(raw, dict) else None
                 if isinstance(function, dict) and isinstance(function.get("name"), str):
@@ -215,10 +205,7 @@ class ChatRequest:
         """
         if self.tools or not self.messages or self.messages[0].get("role") != "system":
             return []
-        system = message_text(self.messages[0].get("content"))
-        if "<tool_call>" not in system:
-            return []
-        return _TEXT_TOOL_LINE_RE.findall(system)
+        return listed_tools(message_text(self.messages[0].get("content")))
 
     @property
     def tool_names(self) -> list[str]:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from contreact.stub.chat_templates import STOP_STRINGS, TEMPLATE_SOURCES, Family, render
+from contreact.stub.foreground import serve_until_signal
 from contreact.stub.ollama_api import (
     ChatRequest,
     ModelCard,
@@ -462,6 +463,4 @@ def serve_real(
     except (MissingExtraError, FileNotFoundError, OSError, ValueError) as exc:
         print(f"stub: {exc}", file=sys.stderr)
         return 2
-    from contreact.stub.__main__ import serve_until_signal
-
     return serve_until_signal(server)

@@ -14,7 +14,9 @@ from typing import Any
 
 from sqlalchemy import Engine, delete, func, select
 
-from contreact.checkpoints.db import Prepared, Tx, memories, named, upsert
+from contreact.checkpoints.schema import memories
+from contreact.checkpoints.statements import Prepared, named, upsert
+from contreact.checkpoints.transactions import Tx
 
 
 class ToolError(Exception):

@@ -24,8 +24,8 @@ from contreact.analysis.report.collect import ReportData, RunData, collect
 from contreact.analysis.report.plots import plot_cycles, plot_pei, plot_similarity
 from contreact.analysis.report.render import render_html, render_markdown
 from contreact.analysis.report.tables import markdown_table, model_rows, run_rows, whole
-from contreact.checkpoints.db import Storage
 from contreact.checkpoints.registry import RunRecord
+from contreact.checkpoints.storage import Storage
 
 __all__ = [
     "ReportData",

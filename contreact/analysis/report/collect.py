@@ -19,12 +19,14 @@ from contreact.analysis.metrics import (
     model_summaries,
     run_summary,
 )
-from contreact.analysis.pei import PeiMatrix, PeiResult, build_matrix, stored_results
+from contreact.analysis.pei.matrix import PeiMatrix, build_matrix
+from contreact.analysis.pei.results import PeiResult, stored_results
 from contreact.analysis.report.methods import Methods, collect_methods, replicate_of
 from contreact.analysis.similarity import PairwiseSimilarity, pairwise
 from contreact.checkpoints.cycles import cycle_records
-from contreact.checkpoints.db import Storage, engine_for
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.registry import RunRecord
+from contreact.checkpoints.storage import Storage
 
 EMBED_TIMEOUT_S = 10.0
 

@@ -10,7 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from contreact.analysis.pei import PeiMatrix
+from contreact.analysis.pei.matrix import PeiMatrix
 from contreact.analysis.report.collect import ReportData
 from contreact.analysis.similarity import PairwiseSimilarity
 

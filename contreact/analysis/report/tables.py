@@ -8,25 +8,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from contreact.analysis.agreement import Agreement, describe
-from contreact.analysis.metrics import EXTRAS, TABLE1, TABLE1_KEYS, format_mean_sd
-from contreact.analysis.pei import PeiMatrix, PeiResult
+from contreact.analysis.metrics import (
+    CYCLE_METRICS,
+    EXTRAS,
+    TABLE1,
+    TABLE1_KEYS,
+    format_mean_sd,
+)
+from contreact.analysis.pei.matrix import PeiMatrix
+from contreact.analysis.pei.results import PeiResult
 from contreact.analysis.report.collect import ReportData, RunData
 from contreact.analysis.report.methods import Methods
 from contreact.nodes.reflection_format import fields_of
 
+CSV_ONLY_METRICS = ("model_seconds", "nudges", "errors", "repeated_calls", "trims")
+"""Per-cycle metrics the CSV holds but the Markdown and HTML tables leave out, for width."""
+
 MARKDOWN_CYCLE_COLUMNS = (
     "run_id",
     "cycle",
-    "steps",
-    "tool_calls",
-    "memory_ops_total",
-    "messages_to_operator",
-    "response_chars",
-    "reflection_chars",
-    "memory_write_chars",
-    "final_memory_keys",
-    "tokens_in",
-    "tokens_out",
+    *(name for name in CYCLE_METRICS if name not in CSV_ONLY_METRICS),
     "similarity",
     "similarity_level",
     "flags",

@@ -1,0 +1,99 @@
+"""Stored PEI ratings: one row per (rated run, evaluator) in `contreact_pei`, and its name.
+
+Storing every answer is what lets `pei` run again without asking again (the answer is
+re-parsed instead), keeps a level set by hand, and feeds the report's matrix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from contreact.analysis.pei.history import Omitted
+from contreact.checkpoints.registry import RUN_ID_PATTERN
+from contreact.checkpoints.schema import pei as pei_results
+from contreact.checkpoints.statements import upsert
+
+
+def evaluator_slug(model: str) -> str:
+    """A model name as a run-id part: `llama3.1:8b` -> `llama3.1-8b`."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-._") or "model"
+
+
+def pei_run_id(run_id: str, evaluator: str) -> str:
+    """A name for the rating of `run_id` by `evaluator`: `<run>.pei.<slug>`.
+
+    Over-long ids keep their start and end in a hash, so they stay valid and distinct.
+    """
+    fork = f"{run_id}.pei.{evaluator_slug(evaluator)}"
+    if RUN_ID_PATTERN.match(fork):
+        return fork
+    digest = hashlib.sha256(fork.encode()).hexdigest()[:12]
+    return f"{fork[:180]}-{digest}"
+
+
+@dataclass(frozen=True)
+class PeiResult:
+    """One stored rating: `evaluator` read `run_id` up to `at_cycle` and answered."""
+
+    run_id: str
+    evaluator: str
+    fork_run_id: str
+    """The rating's name (`<run>.pei.<evaluator>`)."""
+    at_cycle: int
+    level: int | None
+    reason: str
+    answer: str
+    instrument_sha: str
+    created_at: str
+    omitted: str | None = None
+    """JSON of `Omitted`: what of the history was left out (None: set by hand)."""
+    manual: bool = False
+    """The level was set by hand (`pei --set`), not parsed from an answer."""
+
+    def omitted_text(self) -> str:
+        """What was left out, in words ("" when unknown)."""
+        if not self.omitted:
+            return ""
+        return Omitted(**json.loads(self.omitted)).describe()
+
+
+def stored_result(engine: Engine, run_id: str, evaluator: str) -> PeiResult | None:
+    """The stored rating of `run_id` by `evaluator`, or None."""
+    with engine.connect() as conn:
+        row = (
+            conn.execute(
+                select(pei_results).where(
+                    pei_results.c.run_id == run_id, pei_results.c.evaluator == evaluator
+                )
+            )
+            .mappings()
+            .first()
+        )
+    return None if row is None else _result(dict(row))
+
+
+def _result(row: dict[str, Any]) -> PeiResult:
+    row["manual"] = bool(row.get("manual"))
+    return PeiResult(**row)
+
+
+def save_result(engine: Engine, result: PeiResult) -> None:
+    """Store `result`, replacing an earlier rating of the same run by the same evaluator."""
+    with engine.begin() as conn:
+        upsert(conn, pei_results, dict(result.__dict__), ["run_id", "evaluator"])
+
+
+def stored_results(engine: Engine, run_ids: Sequence[str] | None = None) -> list[PeiResult]:
+    """Stored ratings (of the given runs), ordered by run and evaluator."""
+    query = select(pei_results).order_by(pei_results.c.run_id, pei_results.c.evaluator)
+    if run_ids is not None:
+        query = query.where(pei_results.c.run_id.in_(list(run_ids)))
+    with engine.connect() as conn:
+        return [_result(dict(row)) for row in conn.execute(query).mappings()]

@@ -1,0 +1,60 @@
+"""One SQLAlchemy engine per storage URL, made on first use with its tables in place.
+
+Every part of contreact that touches the database (the runner, the journal, the CLI's
+commands, analysis) asks `engine_for` and gets the same process-wide engine, so a
+process holds one connection pool per database and checks the schema once. A database
+error becomes one line naming the file or server here too (`fault_of`).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import Engine, create_engine, event
+
+from contreact.checkpoints.schema import ensure_schema
+from contreact.checkpoints.sqlite_file import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    prepare_sqlite_file,
+    tune_sqlite,
+)
+from contreact.checkpoints.storage import Storage
+from contreact.checkpoints.storage_faults import StorageFault, storage_fault
+
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def fault_of(storage: Storage, exc: BaseException) -> StorageFault | None:
+    """`exc` as a one-line storage fault naming this storage's file, or None."""
+    where = str(storage.sqlite_path) if storage.is_sqlite else storage.shown_url
+    fault = storage_fault(exc, where, SQLITE_BUSY_TIMEOUT_MS / 1000)
+    return None if fault is None else StorageFault(storage.redact(str(fault)))
+
+
+def engine_for(storage: Storage) -> Engine:
+    """The process-wide engine for this storage, created (with tables) on first use."""
+    with _engines_lock:
+        engine = _engines.get(storage.url)
+        if engine is not None:
+            return engine
+        if storage.is_sqlite:
+            prepare_sqlite_file(storage.sqlite_path)
+            engine = create_engine(
+                storage.url,
+                connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+            )
+            event.listen(engine, "connect", tune_sqlite)
+        else:
+            engine = create_engine(storage.url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+        ensure_schema(engine)
+        _engines[storage.url] = engine
+        return engine
+
+
+def dispose_engines() -> None:
+    """Close every cached engine (tests and forked processes)."""
+    with _engines_lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()

@@ -1,0 +1,208 @@
+"""The tables contreact keeps beside the checkpoints, and bringing a database up to them.
+
+Checkpoints, memory, the run registry, the event log and the side-effect journal live in
+one database (a SQLite file in the data directory, or PostgreSQL by URL) so that a side
+effect and its record can commit in one transaction: that is what makes crash + resume
+exactly-once. The tables are declared here once for both backends; a new database gets
+them all, and one made by an older contreact gets the columns added since.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Engine,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    delete,
+    insert,
+    inspect,
+    select,
+    text,
+)
+from sqlalchemy.exc import DBAPIError
+
+metadata = MetaData()
+
+runs = Table(
+    "contreact_runs",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("thread_id", String(64), nullable=False, unique=True),
+    Column("status", String(20), nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("host", String(500), nullable=False, default=""),
+    Column("config", Text, nullable=False),
+    Column("reason", Text, nullable=False, default=""),
+    Column("parent_run_id", String(200), nullable=True),
+    Column("fork_cycle", Integer, nullable=True),
+    Column("batch", String(200), nullable=True, index=True),
+    Column("pid", Integer, nullable=True),
+    Column("origin", String(20), nullable=False, default="cli", server_default="cli"),
+    # Epoch seconds, refreshed every second while a process drives the run: a run whose
+    # heartbeat stopped is interrupted, whatever machine or container drove it.
+    Column("heartbeat", Float, nullable=True),
+    Column("driver_host", String(255), nullable=True),
+    Column("created_at", String(40), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+)
+
+events = Table(
+    "contreact_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(200), nullable=False, index=True),
+    Column("key", String(200), nullable=False),
+    Column("cycle", Integer, nullable=False),
+    Column("event_type", String(40), nullable=False),
+    Column("timestamp", String(40), nullable=False),
+    Column("payload", Text, nullable=False),
+    UniqueConstraint("run_id", "key", name="uq_contreact_events_run_key"),
+)
+
+journal = Table(
+    "contreact_journal",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("key", String(200), primary_key=True),
+    Column("cycle", Integer, nullable=False),
+    Column("result", Text, nullable=False),
+)
+
+memories = Table(
+    "contreact_memories",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+lineages = Table(
+    "contreact_lineages",
+    metadata,
+    Column("scope", String(300), primary_key=True),
+    Column("run_id", String(200), nullable=False, index=True),
+    Column("parent_scope", String(300), nullable=False),
+    Column("thread_id", String(64), nullable=False),
+    Column("checkpoint_id", String(64), nullable=False),
+    Column("cycle", Integer, nullable=False),
+    Column("steps", Integer, nullable=False),
+    Column("steps_done", Integer, nullable=False),
+    Column("created_at", String(40), nullable=False),
+)
+"""Branches of runs: each scope (see `checkpoints.lineage`) and where it left its parent."""
+
+cycles = Table(
+    "contreact_cycles",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("cycle", Integer, primary_key=True),
+    Column("opening", Text, nullable=False, default="", server_default=""),
+    Column("reflection", Text, nullable=False),
+    Column("metrics", Text, nullable=False),
+    Column("flags", Text, nullable=False),
+    Column("similarity", Float, nullable=True),
+    Column("advisory", Text, nullable=True),
+)
+
+
+pei = Table(
+    "contreact_pei",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("evaluator", String(200), primary_key=True),
+    Column("fork_run_id", String(200), nullable=False),
+    Column("at_cycle", Integer, nullable=False),
+    Column("level", Integer, nullable=True),
+    Column("reason", Text, nullable=False, default=""),
+    Column("answer", Text, nullable=False),
+    Column("instrument_sha", String(64), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("omitted", Text, nullable=True),
+    Column("manual", Boolean, nullable=False, server_default="0"),
+)
+"""One PEI rating per (rated run, evaluator model); `level` is None when none was parsed.
+
+`omitted` (JSON) says what of the history did not fit the evaluator's context; `manual`
+marks a level set by hand."""
+
+
+schema_marks = Table(
+    "contreact_schema",
+    metadata,
+    Column("fingerprint", String(64), primary_key=True),
+)
+"""The fingerprint of the table definitions the database was last brought up to."""
+
+
+def schema_fingerprint() -> str:
+    """A hash of every contreact table's name, columns (name, type) and indexes."""
+    digest = hashlib.sha256()
+    for table in metadata.sorted_tables:
+        digest.update(f"table {table.name}\n".encode())
+        for column in table.columns:
+            digest.update(f"{column.name} {column.type!r} {column.nullable}\n".encode())
+        for index in sorted(table.indexes, key=lambda i: str(i.name)):
+            digest.update(f"index {index.name}\n".encode())
+    return digest.hexdigest()
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Create or update the tables, unless the database says it is up to date.
+
+    Inspecting every table costs a round trip per table and column list (a third of a
+    second on PostgreSQL, paid by every command and every resume), so a database that
+    already carries this version's fingerprint is trusted and left alone.
+    """
+    fingerprint = schema_fingerprint()
+    try:
+        with engine.connect() as conn:
+            marked = conn.execute(
+                select(schema_marks.c.fingerprint).where(schema_marks.c.fingerprint == fingerprint)
+            ).first()
+        if marked is not None:
+            return
+    except DBAPIError:
+        pass  # a new database, or one made before the fingerprint existed
+    metadata.create_all(engine)
+    _add_missing_columns(engine)
+    try:
+        with engine.begin() as conn:
+            conn.execute(delete(schema_marks))
+            conn.execute(insert(schema_marks).values(fingerprint=fingerprint))
+    except DBAPIError:
+        pass  # another process marked it at the same moment
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Bring tables made by an older contreact up to date (new columns only ever get added).
+
+    Every column added after a release is nullable or has a server default, so adding it
+    to an existing table is safe and keeps the rows.
+    """
+    existing = inspect(engine)
+    for table in metadata.sorted_tables:
+        if not existing.has_table(table.name):
+            continue
+        present = {c["name"] for c in existing.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in present:
+                continue
+            kind = column.type.compile(engine.dialect)
+            default = ""
+            if column.server_default is not None:
+                default = f" DEFAULT '{column.server_default.arg}'"  # type: ignore[attr-defined]
+            elif not column.nullable:
+                default = " DEFAULT ''"
+            with engine.begin() as conn:
+                conn.execute(
+                    text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}{default}")
+                )

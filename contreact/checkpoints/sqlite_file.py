@@ -1,0 +1,120 @@
+"""A SQLite file as contreact opens it: created whole, checked, and every connection tuned.
+
+SQLite is the default backend, one file in the data directory that many processes (runs,
+`status`, Studio) open at once. What that takes lives here: the pragmas every connection
+gets, how long a writer waits for a lock, and the one-time creation or check of the file
+before a process's first connection (see `prepare_sqlite_file` for why only once).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from contreact.checkpoints.private_files import private_dir, touch_private
+from contreact.checkpoints.storage_faults import StorageFault, check_sqlite_file
+
+SQLITE_BUSY_TIMEOUT_MS = int(os.environ.get("CONTREACT_SQLITE_BUSY_TIMEOUT_MS") or 30_000)
+"""How long a write waits for a SQLite file another process holds locked before it fails
+(with one line naming the file); the environment variable shortens it for tests."""
+
+
+SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+    "PRAGMA synchronous=NORMAL",
+)
+"""Every SQLite connection contreact opens (SQLAlchemy, the CLI's saver, Studio's saver).
+
+WAL lets readers (status, Studio) run beside a writer; the busy timeout turns short lock
+waits between concurrent runs into waits instead of errors; synchronous=NORMAL in WAL
+survives kill -9 (only power loss can drop the tail)."""
+
+
+def tune_sqlite(dbapi_conn: Any, _record: Any) -> None:
+    """Run `SQLITE_PRAGMAS` on a new DBAPI connection (a SQLAlchemy `connect` listener)."""
+    cur = dbapi_conn.cursor()
+    for pragma in SQLITE_PRAGMAS:
+        cur.execute(pragma)
+    cur.close()
+
+
+SQLITE_PAGE_SIZE = 8192
+"""Page size of a new database file. A compressed checkpoint row is 1-2 KiB: two fit a
+4 KiB page with a third of it left empty, five fit an 8 KiB page."""
+
+SAVER_WRITES_TABLE = """
+CREATE TABLE IF NOT EXISTS writes (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    idx INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    type TEXT,
+    value BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+) WITHOUT ROWID
+"""
+"""SqliteSaver's `writes` table (langgraph-checkpoint-sqlite 3.x, column for column), made
+by us in a new database file before the saver's `setup` (whose `CREATE TABLE IF NOT
+EXISTS` then leaves it be), as a WITHOUT ROWID table: its rows are small and found only by
+their primary key, and a rowid table stores that key twice (row and index), which made
+the writes of the `step` policy a third of its storage. Databases made before keep theirs."""
+
+_prepared: set[str] = set()
+"""The SQLite files this process has checked or created (see `prepare_sqlite_file`)."""
+_prepared_lock = threading.Lock()
+
+
+def prepare_sqlite_file(path: Path) -> None:
+    """Create the SQLite file (owner-only, with a valid header) or check the existing one.
+
+    A new file is made under a temporary name, given its header (switching it to WAL
+    writes page 1) and linked into place, so the file under the real name is never
+    empty: an empty one was truncated, and `check_sqlite_file` says so instead of
+    letting SQLite take it for a new database.
+
+    Checked once per process, before its first connection: closing any other file
+    descriptor of a SQLite file drops every POSIX lock the process holds on it, and a
+    process whose connections lost their locks looks gone to the others, one of which
+    then deletes the write-ahead log the first is still writing to (its commits vanish).
+
+    Raises:
+        StorageFault: The existing file is empty, foreign or truncated.
+    """
+    key = str(path.resolve())
+    with _prepared_lock:
+        if key in _prepared:
+            return
+        _prepared.add(key)
+    if path.exists():
+        try:
+            check_sqlite_file(path)
+        except StorageFault:
+            with _prepared_lock:
+                _prepared.discard(key)
+            raise
+        return
+    private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    touch_private(tmp)
+    try:
+        conn = sqlite3.connect(str(tmp))
+        try:
+            conn.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(SAVER_WRITES_TABLE)
+            conn.commit()
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process created it first: theirs is as good
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,136 @@
+"""Statements compiled once per dialect and run on the raw DBAPI cursor.
+
+The journal, the event log, memory and the registry each read or write a few rows per
+step; SQLAlchemy's execution path cost several times the query itself. `Prepared` keeps
+the SQL SQLAlchemy compiles from the table definitions and runs it directly;
+`insert_ignore` (the idempotency primitive) and `upsert` are built on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Engine, Table, bindparam
+from sqlalchemy.dialects import postgresql, sqlite
+
+from contreact.checkpoints.transactions import Tx, reading
+
+
+class Prepared:
+    """A statement compiled once per dialect to DBAPI SQL, run on the raw connection.
+
+    Every step of a run reads or writes a few rows (its journal record, its events, a
+    memory); SQLAlchemy's execution path (cache key, compiled-cache look-up, result
+    wrappers) cost several times the query itself. A `Prepared` statement is the same
+    SQL, compiled by SQLAlchemy from the same table definitions, with its parameters
+    bound by name in the order the compiled text wants them. Only text and number
+    columns pass through here, which both drivers take and return as they are (no
+    SQLAlchemy type processing is skipped).
+    """
+
+    def __init__(self, build: Callable[[str], Any]) -> None:
+        """`build(dialect_name)`: the statement (bound parameters named, values left out)."""
+        self._build = build
+        self._compiled: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    def sql(self, dialect: str) -> tuple[str, tuple[str, ...]]:
+        """The DBAPI SQL for `dialect` and the parameter names in binding order."""
+        found = self._compiled.get(dialect)
+        if found is None:
+            if dialect == "sqlite":
+                compiled_with: Any = sqlite.dialect(paramstyle="qmark")
+            elif dialect == "postgresql":
+                compiled_with = postgresql.psycopg.dialect(paramstyle="format")  # type: ignore[no-untyped-call]
+            else:  # pragma: no cover - only the two supported backends reach here
+                raise RuntimeError(f"unsupported database dialect {dialect}")
+            compiled = self._build(dialect).compile(dialect=compiled_with)
+            found = (str(compiled), tuple(compiled.positiontup or ()))
+            self._compiled[dialect] = found
+        return found
+
+    @contextmanager
+    def _cursor(self, conn: Tx, params: dict[str, Any]) -> Iterator[Any]:
+        """The DBAPI cursor the statement ran on, in `conn`'s transaction; closed after."""
+        sql, names = self.sql(conn.dialect.name)
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(sql, tuple(params[n] for n in names))
+            yield cursor
+        finally:
+            cursor.close()
+
+    def execute(self, conn: Tx, params: dict[str, Any]) -> None:
+        """Run it for its effect."""
+        with self._cursor(conn, params):
+            pass
+
+    def rows(self, conn: Tx, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Every row of the result."""
+        with self._cursor(conn, params) as cursor:
+            return [tuple(row) for row in cursor.fetchall()]
+
+    def first(self, conn: Tx, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        """The first row, or None."""
+        with self._cursor(conn, params) as cursor:
+            row = cursor.fetchone()
+            return None if row is None else tuple(row)
+
+    def rowcount(self, conn: Tx, params: dict[str, Any]) -> int:
+        """Rows the statement changed."""
+        with self._cursor(conn, params) as cursor:
+            return int(cursor.rowcount)
+
+    def query(self, engine: Engine, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Every row, read with nothing left open (`reading`)."""
+        with reading(engine) as conn:
+            return self.rows(conn, params)
+
+
+def named(table: Table, *columns: str) -> dict[str, Any]:
+    """Bound parameters named after `columns`, typed as the table's columns."""
+    return {c: bindparam(c, type_=table.c[c].type) for c in columns}
+
+
+def _insert_builder(
+    table: Table, columns: tuple[str, ...], update: tuple[str, ...] | None
+) -> Callable[[str], Any]:
+    def build(dialect: str) -> Any:
+        stmt: Any = (sqlite if dialect == "sqlite" else postgresql).insert(table)
+        stmt = stmt.values(named(table, *columns))
+        if update is None:
+            return stmt.on_conflict_do_nothing().returning(next(iter(table.primary_key.columns)))
+        keys = [c for c in columns if c not in update]
+        return stmt.on_conflict_do_update(
+            index_elements=keys, set_={c: stmt.excluded[c] for c in update}
+        )
+
+    return build
+
+
+@cache
+def _insert_ignore(table: Table, columns: tuple[str, ...]) -> Prepared:
+    return Prepared(_insert_builder(table, columns, None))
+
+
+@cache
+def _upsert(table: Table, columns: tuple[str, ...], update: tuple[str, ...]) -> Prepared:
+    return Prepared(_insert_builder(table, columns, update))
+
+
+def insert_ignore(conn: Tx, table: Table, values: dict[str, Any]) -> bool:
+    """Insert a row unless its primary/unique key exists; True when the row is new.
+
+    This is the idempotency primitive: every side effect's record is keyed by
+    checkpointed counters, so a node re-run after a crash inserts nothing twice.
+    (RETURNING, not rowcount: psycopg reports 1 for a conflicting DO NOTHING.)
+    """
+    return _insert_ignore(table, tuple(values)).first(conn, values) is not None
+
+
+def upsert(conn: Tx, table: Table, values: dict[str, Any], keys: list[str]) -> None:
+    """Insert or overwrite a row identified by `keys`."""
+    update = tuple(k for k in values if k not in keys)
+    _upsert(table, tuple(values), update).execute(conn, values)

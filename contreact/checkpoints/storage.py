@@ -1,0 +1,80 @@
+"""Where one installation keeps its data: a database URL and a folder for the JSONL logs.
+
+Every face (the CLI, Studio, the Python API, a batch's children) turns its flags, config
+and environment into a `Storage` here, so all of them find the same runs. The same code
+serves SQLite and PostgreSQL; only the URL differs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from contreact.checkpoints.locations import DB_FILENAME, default_data_dir
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where one installation keeps its data: a database URL and a folder for JSONL logs."""
+
+    url: str
+    data_dir: Path
+
+    @property
+    def logs_dir(self) -> Path:
+        """Folder of the per-run JSONL event logs."""
+        return self.data_dir / "logs"
+
+    @property
+    def is_sqlite(self) -> bool:
+        """True for the default single-file backend."""
+        return self.url.startswith("sqlite")
+
+    @property
+    def sqlite_path(self) -> Path:
+        """The SQLite database file (only meaningful when `is_sqlite`)."""
+        database = make_url(self.url).database
+        if not database:
+            raise ValueError(f"SQLite URL has no file: {self.url}")
+        return Path(database)
+
+    @property
+    def shown_url(self) -> str:
+        """The URL for people and logs: the password, if any, as `***`."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def redact(self, text: str) -> str:
+        """`text` (an error message, say) with this URL's password, if any, as `***`."""
+        password = make_url(self.url).password
+        return text.replace(str(password), "***") if password else text
+
+    @property
+    def libpq_url(self) -> str:
+        """The PostgreSQL URL in the form psycopg expects (no `+driver`)."""
+        url = make_url(self.url)
+        return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def resolve_storage(data_dir: str | Path | None = None, url: str | None = None) -> Storage:
+    """Turn the configured data directory and/or URL into a `Storage`.
+
+    Args:
+        data_dir: Folder for the SQLite file and the logs; default `default_data_dir()`.
+        url: A SQLAlchemy URL (`sqlite:///...` or `postgresql+psycopg://...`); when absent,
+            `CONTREACT_DB_URL`, else the SQLite file inside `data_dir`.
+    """
+    folder = Path(data_dir) if data_dir else default_data_dir()
+    folder = folder.expanduser().resolve()
+    url = url or os.environ.get("CONTREACT_DB_URL") or None
+    if url:
+        if url.startswith("postgresql://") or url.startswith("postgres://"):
+            url = "postgresql+psycopg://" + url.split("://", 1)[1]
+        if not (url.startswith("sqlite") or url.startswith("postgresql+psycopg")):
+            raise ValueError(
+                f"storage.url must be sqlite:///FILE or postgresql+psycopg://..., got {url!r}"
+            )
+        return Storage(url=url, data_dir=folder)
+    return Storage(url=f"sqlite:///{folder / DB_FILENAME}", data_dir=folder)
