@@ -1,0 +1,28 @@
+"""`contreact doctor` against the stub: what passes, what fails and says what to do."""
+
+from __future__ import annotations
+
+from contreact.stub import StubServer
+from support.backends import Backend
+from support.cli import cli
+
+
+def test_doctor_passes_and_fails_with_advice(sqlite_backend: Backend) -> None:
+    with StubServer(models=["stub-model"]).start() as server:
+        server.add_model("prose-only", capabilities=["completion"])
+        good = cli(sqlite_backend, "doctor", "--model", "stub-model", "--host", server.url)
+        missing = cli(sqlite_backend, "doctor", "--model", "llama3.1:8b", "--host", server.url)
+        prose = cli(sqlite_backend, "doctor", "--model", "prose-only", "--host", server.url)
+        # The form OLLAMA_HOST usually takes: no scheme (doctor reads it as run does).
+        bare = cli(sqlite_backend, "doctor", "--model", "stub-model", "--host", f":{server.port}")
+    assert good.returncode == 0, good.stdout
+    assert "native tool calls (`tools: auto`)" in good.stdout
+    # The similarity method in force: lexical without an embedding model.
+    assert "lexical-char-tfidf" in good.stdout and "moderate > 0.26" in good.stdout
+    assert missing.returncode == 1 and "ollama pull llama3.1:8b" in missing.stdout
+    # A model without tool support runs in text-tool mode: doctor says so and passes.
+    assert prose.returncode == 0, prose.stdout
+    assert "will use text-tool mode" in prose.stdout
+    assert bare.returncode == 0, bare.stdout
+    down = cli(sqlite_backend, "doctor", "--host", "http://127.0.0.1:9")
+    assert down.returncode == 1 and "cannot reach Ollama" in down.stdout

@@ -1,0 +1,298 @@
+"""End to end: `contreact pei` over a 2-model x 2-replicate batch x 2 evaluators on the stub.
+
+The stub's simulated agent answers a question naming the Phenomenal Experience Inventory
+with "Level N ...", N depending on the evaluator model and the history it was given.
+The command must give each evaluator the rated run's whole history (every tool call,
+tool result and operator exchange), ask the instrument with no tools, store the parsed
+levels once, build the run and model matrices, and leave the rated runs as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from sqlalchemy import func, select
+from typer.testing import CliRunner
+
+from contreact.analysis.agreement import icc_a1, kendalls_w
+from contreact.analysis.pei.instrument import load_instrument
+from contreact.analysis.pei.results import stored_results
+from contreact.analysis.report import build_report
+from contreact.batch import load_batch
+from contreact.checkpoints.engines import engine_for
+from contreact.checkpoints.events import log_path, read_events
+from contreact.checkpoints.registry import get_run, list_runs
+from contreact.checkpoints.schema import pei as pei_results
+from contreact.cli import app
+from contreact.config import parse_config
+from contreact.runner import start_run
+from contreact.stub import StubServer
+from support.backends import Backend
+from support.cli import cli
+
+EVALUATORS = ["stub-model", "stub-eval"]
+MODELS = ["stub-model", "stub-other"]  # the batch's models (one is also an evaluator)
+OPERATOR_REPLY = "Operator here: keep exploring, and tell me about topic-2 later."
+
+
+@pytest.fixture
+def pei_stub() -> Iterator[StubServer]:
+    """The simulated-agent stub serving the chat models."""
+    with StubServer(models=sorted({*EVALUATORS, *MODELS})).start() as server:
+        yield server
+
+
+def start(backend: Backend, server: StubServer, run_id: str, cycles: int, **extra: Any) -> str:
+    config = parse_config(
+        {
+            "run_id": run_id,
+            "model": "stub-model",
+            "cycles": cycles,
+            "ollama": {"host": server.url, "timeout_s": 20, "retries": 2},
+            "storage": backend.storage_yaml(),
+            **extra,
+        },
+        "test",
+    )
+    return start_run(config, backend.storage()).status
+
+
+def run_batch(backend: Backend, server: StubServer, tmp_path: Path) -> list[str]:
+    """The runs of a 2-model x 2-replicate batch, planned by `load_batch`, run in-process."""
+    path = tmp_path / "b.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "batch": "b",
+                "models": MODELS,
+                "replicates": 2,
+                "cycles": 3,
+                "ollama": {"host": server.url, "timeout_s": 20, "retries": 2},
+                "operator": {"mode": "auto", "reply": OPERATOR_REPLY},
+                "storage": backend.storage_yaml(),
+            }
+        ),
+        encoding="utf-8",
+    )
+    spec = load_batch(path)
+    for planned in spec.runs:
+        config = parse_config(planned.config, planned.run_id)
+        assert start_run(config, backend.storage()).status == "completed"
+    return [r.run_id for r in spec.runs]
+
+
+def in_process(backend: Backend, *args: str) -> tuple[int, str, str]:
+    """`contreact ARGS` in this process (same typer app, no interpreter start-up)."""
+    result = CliRunner().invoke(app, [*backend.cli_args, *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def invoke(backend: Backend, *args: str) -> str:
+    """A command that must succeed, in-process; its stdout."""
+    code, out, err = in_process(backend, *args)
+    assert code == 0, out + err
+    return out
+
+
+def snapshot(backend: Backend, run_id: str) -> dict[str, Any]:
+    """Everything a user can see of a run."""
+    engine = engine_for(backend.storage())
+    return {
+        "show": json.loads(invoke(backend, "show", run_id, "--json")),
+        "memory": json.loads(invoke(backend, "memory", run_id, "--json")),
+        "status": json.loads(invoke(backend, "status", run_id, "--json")),
+        "events": read_events(engine, run_id),
+        "log": log_path(backend.storage(), run_id).read_text(encoding="utf-8"),
+    }
+
+
+def jsonl(backend: Backend, run_id: str) -> list[dict[str, Any]]:
+    text = log_path(backend.storage(), run_id).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_pei_gives_the_whole_history_and_the_model_matrix(
+    backend: Backend, pei_stub: StubServer, tmp_path: Path
+) -> None:
+    rated = run_batch(backend, pei_stub, tmp_path)
+    assert rated == ["b.stub-model.r1", "b.stub-model.r2", "b.stub-other.r1", "b.stub-other.r2"]
+    before = {run_id: snapshot(backend, run_id) for run_id in rated}
+    pei_stub.reset()
+
+    args = ["pei", "--batch", "b", "--evaluator", EVALUATORS[0], "-e", EVALUATORS[1], "--json"]
+    code, stdout, stderr = in_process(backend, *args)
+    assert code == 0, stdout + stderr
+    report = json.loads(stdout)
+    requests = pei_stub.requests()
+    instrument = load_instrument()
+
+    # Each request holds the rated run's whole history, in order: every tool
+    # call (name and arguments), every tool result, every operator exchange, every
+    # reflection; then the instrument verbatim as the last user turn, with no tools.
+    assert len(requests) == len(rated) * len(EVALUATORS)
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for req, (run_id, evaluator) in zip(
+        requests, [(r, e) for r in rated for e in EVALUATORS], strict=True
+    ):
+        body = req["body"]
+        assert body["model"] == evaluator and not body.get("tools")
+        assert body["options"]["num_ctx"] == 32768  # the default pei.num_ctx
+        messages = body["messages"]
+        assert messages[0]["role"] == "system" and messages[-1] == {
+            "role": "user",
+            "content": instrument,
+        }
+        assert "2509.21224" not in json.dumps(body)
+        by_run.setdefault(run_id, []).append(body)
+        log = jsonl(backend, run_id)
+        calls = [e["payload"] for e in log if e["event_type"] == "TOOL_CALL"]
+        sent_calls = [
+            (c["function"]["name"], c["function"]["arguments"])
+            for m in messages
+            for c in m.get("tool_calls") or []
+        ]
+        assert sent_calls == [(c["tool_name"], c["parameters"]) for c in calls]
+        assert [m["content"] for m in messages if m["role"] == "tool"] == [
+            c["output"] for c in calls
+        ]
+        exchanges = [e["payload"] for e in log if e["event_type"] == "OPERATOR_MESSAGE"]
+        assert exchanges, "the simulated agent writes to the operator in cycle 2"
+        for exchange in exchanges:
+            assert exchange["reply"] == OPERATOR_REPLY
+            assert any(
+                c["function"]["arguments"].get("message") == exchange["message"]
+                for m in messages
+                for c in m.get("tool_calls") or []
+            )
+            assert any(m["role"] == "tool" and OPERATOR_REPLY in m["content"] for m in messages)
+        reflections = [
+            e["payload"]["final_reflection"] for e in log if e["event_type"] == "CYCLE_END"
+        ]
+        answers = [m.get("content") for m in messages if m["role"] == "assistant"]
+        assert [a for a in answers if a in reflections] == reflections
+    # Both evaluators saw the same history of a run.
+    for bodies in by_run.values():
+        assert bodies[0]["messages"] == bodies[1]["messages"]
+
+    # The answers, read by hand ("Level N." opens each simulated answer).
+    engine = engine_for(backend.storage())
+    level = {
+        (r["run_id"], r["evaluator"]): int(re.match(r"Level (\d+)\.", r["answer"]).group(1))  # type: ignore[union-attr]
+        for r in report["results"]
+    }
+    assert len(level) == 8
+    expected = [[float(level[(run_id, e)]) for e in EVALUATORS] for run_id in rated]
+    matrix = report["matrix"]
+    assert matrix["rows"] == rated and matrix["columns"] == EVALUATORS
+    assert matrix["cells"] == expected
+    # The model x model matrix = the mean over replicates, by hand.
+    by_model = report["model_matrix"]
+    assert by_model["rows"] == MODELS and by_model["columns"] == EVALUATORS
+    hand = [[(expected[2 * i][j] + expected[2 * i + 1][j]) / 2 for j in range(2)] for i in range(2)]
+    assert by_model["cells"] == hand
+    means = report["evaluator_means"]
+    for j, evaluator in enumerate(EVALUATORS):
+        assert means[evaluator] == pytest.approx(sum(row[j] for row in expected) / 4)
+    agreement = {a["statistic"]: a for a in report["agreement"]}
+    for statistic in (icc_a1(expected), kendalls_w(expected)):
+        got = agreement[statistic.statistic]
+        assert got["value"] == statistic.value and got["reason"] == statistic.reason
+        assert (got["subjects"], got["raters"]) == (4, 2)
+    assert report["failures"] == []
+    assert all(json.loads(r["omitted"])["cycles"] == [] for r in report["results"])
+
+    # Stored beside the runs, once; the rated runs are untouched.
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(pei_results)).scalar_one() == 8
+    for run_id in rated:
+        assert snapshot(backend, run_id) == before[run_id], run_id
+
+    # Again: nothing new is asked or stored; the same matrix comes back.
+    runs_before = len(list_runs(engine))
+    again = invoke(backend, "pei", "--batch", "b", "-e", f"{EVALUATORS[0]},{EVALUATORS[1]}")
+    assert again.count("stored earlier") == 8
+    assert "ICC(A,1)" in again and "Kendall's W" in again
+    assert len(pei_stub.requests()) == 8
+    assert len(list_runs(engine)) == runs_before
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(pei_results)).scalar_one() == 8
+
+
+def test_a_small_pei_context_leaves_out_the_oldest_and_says_so(
+    sqlite_backend: Backend, pei_stub: StubServer, tmp_path: Path
+) -> None:
+    backend = sqlite_backend
+    assert start(backend, pei_stub, "long", 4) == "completed"
+    pei_stub.reset()
+    # With a small pei.num_ctx, what was left out is stored ...
+    invoke(backend, "pei", "long", "-e", "stub-eval", "--num-ctx", "2400")
+    (sent,) = pei_stub.requests()
+    engine = engine_for(backend.storage())
+    (stored,) = stored_results(engine, ["long"])
+    omitted = json.loads(stored.omitted or "{}")
+    assert omitted["steps_of_cycles"] or omitted["cycles"]
+    assert omitted["tokens"] <= omitted["budget"] == 2400 - 1024
+    left_out = set(omitted["steps_of_cycles"]) | set(omitted["cycles"])
+    assert 1 in left_out and 4 not in omitted["cycles"]  # oldest first; the last stays
+    log = jsonl(backend, "long")
+    kept_calls = [c for m in sent["body"]["messages"] for c in m.get("tool_calls") or []]
+    all_calls = [e for e in log if e["event_type"] == "TOOL_CALL"]
+    assert 0 < len(kept_calls) < len(all_calls) or not kept_calls
+    last = [e for e in log if e["event_type"] == "CYCLE_END"][-1]["payload"]["final_reflection"]
+    assert any(m.get("content") == last for m in sent["body"]["messages"])
+    # ... and reported.
+    files = build_report(backend.storage(), [get_run(engine, "long")], tmp_path / "r", title="t")
+    text = files.markdown.read_text(encoding="utf-8")
+    assert stored.omitted_text() in text and "left out" in stored.omitted_text()
+
+    # A level set by hand is stored as manual and kept by the next `pei`.
+    invoke(backend, "pei", "--set", "long", "stub-eval", "7")
+    (manual,) = stored_results(engine, ["long"])
+    assert (manual.level, manual.manual, manual.answer) == (7, True, stored.answer)
+    out = invoke(backend, "pei", "long", "-e", "stub-eval")
+    assert "PEI 7 (stored earlier) (manual)" in out
+    code, _, err = in_process(backend, "pei", "--set", "long", "stub-eval", "11")
+    assert code == 2 and "1-10" in err
+
+
+def test_pei_bad_input_and_a_failing_evaluator(
+    sqlite_backend: Backend, pei_stub: StubServer
+) -> None:
+    backend = sqlite_backend
+    assert start(backend, pei_stub, "done", 1) == "completed"
+    # The simulated agent writes to the operator in cycle 2; the queue policy pauses there.
+    assert start(backend, pei_stub, "waiting", 2, operator={"mode": "queue"}) == "paused"
+
+    # The real command line once: exit 2 and one line for an unfinished run.
+    unfinished = cli(backend, "pei", "done", "waiting", "-e", "stub-model")
+    assert unfinished.returncode == 2
+    assert len(unfinished.stderr.strip().splitlines()) == 1
+    assert "run waiting is paused" in unfinished.stderr and "not completed" in unfinished.stderr
+    # Checked before anything was forked.
+    engine = engine_for(backend.storage())
+    assert [r.run_id for r in list_runs(engine)] == ["done", "waiting"]
+
+    for args, words in (
+        (["pei", "nope", "-e", "stub-model"], "no run named nope"),
+        (["pei", "done"], "--evaluator"),
+        (["pei", "-e", "stub-model"], "name at least one run"),
+        (["pei", "--batch", "none", "-e", "stub-model"], "no runs belong to batch 'none'"),
+    ):
+        code, _, err = in_process(backend, *args)
+        assert code == 2 and words in err, (args, err)
+        assert len(err.strip().splitlines()) == 1, err
+
+    # A missing evaluator model fails (exit 1, one line why) but the others are stored.
+    code, out, err = in_process(backend, "pei", "done", "-e", "no-such-model", "-e", "stub-model")
+    assert code == 1
+    assert "no-such-model" in err and "failed" in err
+    assert "done × stub-model: PEI" in out
+    with engine.connect() as conn:
+        stored = conn.execute(select(pei_results.c.evaluator)).scalars().all()
+    assert stored == ["stub-model"]

@@ -1,0 +1,145 @@
+"""Drive the real `contreact` command: in a subprocess, in the background, or on a terminal.
+
+End-to-end tests run the CLI as a user would, against the stub over real HTTP and a real
+database, and assert on what was persisted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from support.backends import Backend
+from support.paths import ROOT
+
+
+def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment the CLI subprocess runs in."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CONTREACT_FAILPOINTS", "OLLAMA_HOST")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def cli(
+    backend: Backend, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m contreact` with the backend's flags; returns the finished process."""
+    return subprocess.run(
+        [sys.executable, "-m", "contreact", *backend.cli_args, *args],
+        cwd=ROOT,
+        env=cli_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+FOREGROUND = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+"""Run the rest of argv as a shell runs a command in the foreground: with Ctrl-C's default
+action. A background job of a non-interactive shell (`cmd &` in a script, which is how a CI
+runner may start the suite) ignores SIGINT, every process it starts inherits that, and
+Python then installs no KeyboardInterrupt handler. The exec keeps the pid."""
+
+
+def cli_start(
+    backend: Backend, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """Start `python -m contreact` without waiting (for kill and signal tests)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", FOREGROUND, "-m", "contreact", *backend.cli_args, *args],
+        cwd=ROOT,
+        env=cli_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def kill_when(proc: subprocess.Popen[str], ready: Any, timeout: float = 60) -> None:
+    """SIGKILL `proc` as soon as `ready()` is true (fails the test if it never is)."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(
+                f"process ended before the kill point (rc {proc.returncode}): {err}{out}"
+            )
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("kill point never reached")
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\r")
+
+
+class Terminal:
+    """A `contreact` process on a pseudo-terminal, driven like a person at a keyboard."""
+
+    def __init__(self, backend: Backend, *args: str, env: dict[str, str] | None = None) -> None:
+        import pty
+
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "contreact", *backend.cli_args, *args],
+            cwd=ROOT,
+            env=cli_env({"COLUMNS": "200", "TERM": "xterm", **(env or {})}),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.seen = ""
+        self.transcript = ""
+        """Everything the process printed so far (ANSI codes removed)."""
+
+    def expect(self, pattern: str, timeout: float = 60) -> re.Match[str]:
+        """Wait until the screen (ANSI codes removed) matches `pattern`; return the match."""
+        import select
+
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while True:
+            match = regex.search(self.seen)
+            if match:
+                self.seen = self.seen[match.end() :]
+                return match
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"never saw {pattern!r}; screen:\n{self.seen}")
+            ready, _, _ = select.select([self.master], [], [], min(left, 0.2))
+            if ready:
+                try:
+                    chunk = os.read(self.master, 65536)
+                except OSError:
+                    chunk = b""
+                if not chunk and self.proc.poll() is not None:
+                    raise AssertionError(f"process ended before {pattern!r}; screen:\n{self.seen}")
+                text = ANSI.sub("", chunk.decode("utf-8", "replace"))
+                self.seen += text
+                self.transcript += text
+
+    def send(self, text: str) -> None:
+        """Type a line."""
+        os.write(self.master, (text + "\n").encode())
+
+    def close(self, timeout: float = 30) -> int:
+        """Wait for the process to end; returns its exit code."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            os.close(self.master)
