@@ -1,6 +1,6 @@
 """Random-time kill -9: 1-8 kills a run, resumed each time, against an uninterrupted run.
 
-The failpoint test (`tests/test_crash_resume.py`) kills in the windows that matter; this
+The failpoint test (`tests/e2e/test_crash_resume.py`) kills in the windows that matter; this
 kills wherever the clock says. Each trial starts `contreact run` and, 1 to 8 times, sends
 SIGKILL at a random moment: mostly uniform over a window after the process's first
 model request (1.5 x the uninterrupted run's working time / the kills planned, so most
