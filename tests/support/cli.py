@@ -1,7 +1,9 @@
-"""Drive the real `contreact` command: in a subprocess, in the background, or on a terminal.
+"""Drive the real `contreact` command: as a process, in the background, on a terminal, or here.
 
 End-to-end tests run the CLI as a user would, against the stub over real HTTP and a real
-database, and assert on what was persisted.
+database, and assert on what was persisted. A test about the process itself (start-up,
+kills, signals, pipes, terminals) starts one; the others run the same command in the test
+process (`cli_in_process`), which spares each command an interpreter start.
 """
 
 from __future__ import annotations
