@@ -6,7 +6,7 @@ import json
 
 from contreact.stub import ChatRequest, Reply, StubServer
 from support.backends import Backend
-from support.cli import Terminal, cli
+from support.cli import Terminal, cli_in_process
 
 
 class CatAgent:
@@ -64,8 +64,10 @@ def test_chat_uses_memory_and_resumes(sqlite_backend: Backend) -> None:
     system = second_turn["messages"][0]["content"]
     assert "The user said: Please remember that my cat is called Tom" in system
     assert "You answered: Saved: your cat is Tom." in system
-    assert json.loads(cli(sqlite_backend, "memory", "cats", "--json").stdout) == {"cat": "Tom"}
-    shown = json.loads(cli(sqlite_backend, "show", "cats", "--json").stdout)
+    assert json.loads(cli_in_process(sqlite_backend, "memory", "cats", "--json").stdout) == {
+        "cat": "Tom"
+    }
+    shown = json.loads(cli_in_process(sqlite_backend, "show", "cats", "--json").stdout)
     assert [c["reflection"] for c in shown] == [
         "Saved: your cat is Tom.",
         "Your cat is called Tom.",

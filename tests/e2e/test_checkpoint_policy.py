@@ -15,12 +15,12 @@ from pathlib import Path
 
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli, cli_start, kill_when
+from support.cli import cli, cli_in_process, cli_start, kill_when
 from support.runs import outcome, write_config
 
 
 def checkpoints_of(backend: Backend, run_id: str) -> int:
-    status = json.loads(cli(backend, "status", run_id, "--json").stdout)
+    status = json.loads(cli_in_process(backend, "status", run_id, "--json").stdout)
     with closing(sqlite3.connect(backend.storage().sqlite_path)) as conn:
         (count,) = conn.execute(
             "SELECT count(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
@@ -44,7 +44,7 @@ def test_cycle_policy_saves_once_per_cycle_and_runs_the_same(
                 ollama={"host": server.url},
                 persistence={"checkpoints": policy},
             )
-            done = cli(backend, "run", str(config))
+            done = cli_in_process(backend, "run", str(config))
             assert done.returncode == 0, done.stderr
             sent[policy] = Counter(json.dumps(r["body"], sort_keys=True) for r in server.requests())
             server.reset()
@@ -73,7 +73,7 @@ def test_an_unknown_policy_is_refused_with_the_choices(
     config = write_config(
         tmp_path / "bad.yaml", sqlite_backend, persistence={"checkpoints": "every-step"}
     )
-    refused = cli(sqlite_backend, "run", str(config))
+    refused = cli_in_process(sqlite_backend, "run", str(config))
     assert refused.returncode == 2
     assert "persistence.checkpoints" in refused.stderr
     assert "'step' or 'cycle'" in refused.stderr, refused.stderr
@@ -88,7 +88,7 @@ def test_an_extension_killed_before_its_first_checkpoint_resumes(
         config = write_config(
             tmp_path / "ext.yaml", backend, run_id="ext", cycles=1, ollama={"host": server.url}
         )
-        assert cli(backend, "run", str(config)).returncode == 0
+        assert cli_in_process(backend, "run", str(config)).returncode == 0
         seen = len(server.requests())
         server.add_faults({"kind": "delay", "seconds": 60})
         proc = cli_start(backend, "resume", "ext", "--cycles", "1")

@@ -17,7 +17,7 @@ import yaml
 
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli, cli_env
+from support.cli import cli, cli_env, cli_in_process
 from support.paths import ROOT
 from support.runs import write_config
 from support.stub import scripted_stub
@@ -49,7 +49,7 @@ def test_list_in_a_pipe_prints_whole_rows(tmp_path: Path, sqlite_backend: Backen
             cycles=1,
             ollama={"host": server.url},
         )
-        assert cli(sqlite_backend, "run", str(config)).returncode == 0
+        assert cli_in_process(sqlite_backend, "run", str(config)).returncode == 0
     listed = shell(sqlite_backend, "contreact list | cat")
     assert listed.returncode == 0, listed.stderr
     header, row = listed.stdout.splitlines()
@@ -112,7 +112,7 @@ def test_export_into_head_ends_quietly(tmp_path: Path, sqlite_backend: Backend) 
         config = write_config(
             tmp_path / "c.yaml", sqlite_backend, run_id="big", cycles=1, ollama={"host": server.url}
         )
-        assert cli(sqlite_backend, "run", str(config), "--quiet").returncode == 0
+        assert cli_in_process(sqlite_backend, "run", str(config), "--quiet").returncode == 0
     for fmt in ("jsonl", "csv"):
         result = shell(sqlite_backend, f"contreact export big --format {fmt} | head -1")
         assert (result.returncode, result.stderr) == (0, ""), (fmt, result.stderr)
@@ -192,7 +192,7 @@ def test_read_only_commands_start_without_the_engine(
                 cycles=cycles,
                 ollama={"host": server.url},
             )
-            assert cli(sqlite_backend, "run", str(config), "-q").returncode == 0
+            assert cli_in_process(sqlite_backend, "run", str(config), "-q").returncode == 0
     heavy = ("sqlalchemy", "langgraph", "langchain_core", "langchain_ollama", "matplotlib")
     for args in (["--help"], ["list"], ["status", "first"], ["list", "--json"]):
         loaded = imported_by(sqlite_backend, *args)

@@ -22,7 +22,7 @@ import pytest
 
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli, cli_start, kill_when
+from support.cli import cli, cli_in_process, cli_start, kill_when
 from support.runs import outcome, read_log, write_config
 
 KILLS = [
@@ -107,7 +107,7 @@ def test_kill_and_resume_equals_uninterrupted(
     assert events == expected[2], "events differ from the uninterrupted run"
     kinds = [e[1] for e in events]
     assert kinds.count("CYCLE_END") == 4 and kinds.count("OPERATOR_MESSAGE") == 1
-    status = json.loads(cli(backend, "status", "crash", "--json").stdout)
+    status = json.loads(cli_in_process(backend, "status", "crash", "--json").stdout)
     assert status["status"] == "completed"
 
 

@@ -17,7 +17,7 @@ from sqlalchemy import Engine, column, func, insert, inspect, or_, select, table
 
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli, cli_start
+from support.cli import cli, cli_in_process, cli_start
 from support.runs import write_config
 
 DOOMED = "del_1.stub-model.r1"
@@ -106,11 +106,11 @@ def test_delete_removes_the_run_and_only_it(tmp_path: Path, backend: Backend) ->
         Path("batches/del_1") / f"{DOOMED}.out",
     } <= files_before
 
-    refused = cli(backend, "delete", DOOMED)
+    refused = cli_in_process(backend, "delete", DOOMED)
     assert refused.returncode == 2 and "--yes" in refused.stderr
     assert rows_of(engine, DOOMED, doomed.thread_id) == before_doomed
 
-    deleted = cli(backend, "delete", DOOMED, "--yes")
+    deleted = cli_in_process(backend, "delete", DOOMED, "--yes")
     assert deleted.returncode == 0, deleted.stderr
     assert f"Deleted run {DOOMED}" in deleted.stdout
 
@@ -122,9 +122,9 @@ def test_delete_removes_the_run_and_only_it(tmp_path: Path, backend: Backend) ->
         p for p in files_before if DOOMED in p.name
     }
     assert not (files_of(backend.data_dir) - files_before)
-    gone = cli(backend, "status", DOOMED)
+    gone = cli_in_process(backend, "status", DOOMED)
     assert gone.returncode == 2 and "no run named" in gone.stderr
-    assert cli(backend, "status", KEPT).returncode == 0
+    assert cli_in_process(backend, "status", KEPT).returncode == 0
 
 
 def test_delete_refuses_a_live_run(tmp_path: Path, sqlite_backend: Backend) -> None:
@@ -157,4 +157,4 @@ def test_delete_refuses_a_live_run(tmp_path: Path, sqlite_backend: Backend) -> N
             os.kill(proc.pid, signal.SIGKILL)
             proc.communicate(timeout=30)
     # Killed, it is interrupted: deleting it is allowed now.
-    assert cli(sqlite_backend, "delete", "live", "--yes").returncode == 0
+    assert cli_in_process(sqlite_backend, "delete", "live", "--yes").returncode == 0

@@ -29,7 +29,7 @@ import pytest
 
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli, cli_env, cli_start, kill_when
+from support.cli import cli, cli_env, cli_in_process, cli_start, kill_when
 from support.paths import ROOT
 from support.runs import outcome, read_log, write_config
 
@@ -46,7 +46,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Any:
     backend = Backend("sqlite", folder / "runs")
     with StubServer().start() as server:
         config = write_config(folder / "ref.yaml", backend, cycles=2)
-        assert cli(backend, "run", str(config), "--host", server.url).returncode == 0
+        assert cli_in_process(backend, "run", str(config), "--host", server.url).returncode == 0
     return outcome(backend, "run-1")
 
 
@@ -105,7 +105,7 @@ def test_a_locked_database_is_waited_for_then_named_and_resume_recovers(
         assert code == 1
         assert f"database {db} is locked by another process (waited 1.5 s)" in line
         assert "nothing committed is lost" in line and "contreact resume run-1" in line
-        assert cli(sqlite_backend, "status", "run-1", "--json").returncode == 0
+        assert cli_in_process(sqlite_backend, "status", "run-1", "--json").returncode == 0
 
         resumed = cli(sqlite_backend, "resume", "run-1", "--host", server.url)
         assert resumed.returncode == 0, resumed.stderr
@@ -191,8 +191,8 @@ def test_a_file_size_limit_stops_the_run_with_one_line_and_resume_recovers(
         # The reference is made the same way: one cycle, then extended by one.
         made = Backend("sqlite", tmp_path / "reference")
         ref_config = write_config(tmp_path / "ref.yaml", made, cycles=1)
-        assert cli(made, "run", str(ref_config), "--host", server.url).returncode == 0
-        assert cli(made, "resume", "run-1", "--cycles", "1").returncode == 0
+        assert cli_in_process(made, "run", str(ref_config), "--host", server.url).returncode == 0
+        assert cli_in_process(made, "resume", "run-1", "--cycles", "1").returncode == 0
         config = write_config(tmp_path / "c.yaml", sqlite_backend, cycles=1)
         first = cli(sqlite_backend, "run", str(config), "--host", server.url)
         assert first.returncode == 0, first.stderr
@@ -265,7 +265,6 @@ def test_a_read_only_data_directory_is_named_and_resume_recovers(
         proc = cli_start(sqlite_backend, "run", str(config), "--host", server.url)
         before = len(server.requests())
         kill_when(proc, lambda: len(server.requests()) >= before + 4)
-        time.sleep(3.5)  # the killed run's heartbeat goes stale
         with _read_only(sqlite_backend.data_dir):
             done = cli(sqlite_backend, "resume", "run-1")
             line = _one_line(done.stderr)
@@ -313,7 +312,9 @@ def test_a_damaged_database_is_reported_not_recreated(
 ) -> None:
     with StubServer().start() as server:
         config = write_config(tmp_path / "c.yaml", sqlite_backend, cycles=1)
-        assert cli(sqlite_backend, "run", str(config), "--host", server.url).returncode == 0
+        assert (
+            cli_in_process(sqlite_backend, "run", str(config), "--host", server.url).returncode == 0
+        )
         db = sqlite_backend.data_dir / "contreact.db"
         _checkpoint(db)
         backup = tmp_path / "backup.db"
@@ -340,7 +341,7 @@ def test_a_jsonl_log_deleted_mid_run_is_rebuilt_from_the_database(
         log = sqlite_backend.data_dir / "logs" / "run-1.jsonl"
         code, err = _stop_midrun(sqlite_backend, server, config, log.unlink)
         assert code == 0, err
-        exported = cli(sqlite_backend, "export", "run-1").stdout.splitlines()
+        exported = cli_in_process(sqlite_backend, "export", "run-1").stdout.splitlines()
         assert len(read_log(sqlite_backend, "run-1")) == len(exported)
         assert outcome(sqlite_backend, "run-1") == reference
         # Deleted while the run is stopped: the next command that drives it rebuilds it.

@@ -19,7 +19,7 @@ import pytest
 
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli
+from support.cli import cli, cli_in_process
 from support.fuzz import CASES, HUGE, Case, FuzzServer
 from support.runs import read_log, write_config
 
@@ -92,7 +92,9 @@ def test_no_hostile_answer_crashes_or_wedges_a_run(
 
     # Exactly once: the JSONL mirror is the database's log; one answer per step, one end
     # per cycle, every cycle ended.
-    exported = [json.loads(x) for x in cli(sqlite_backend, "export", "run-1").stdout.splitlines()]
+    exported = [
+        json.loads(x) for x in cli_in_process(sqlite_backend, "export", "run-1").stdout.splitlines()
+    ]
     assert events == exported
     steps = Counter(
         (e["cycle_number"], e["payload"]["step"])
@@ -103,11 +105,11 @@ def test_no_hostile_answer_crashes_or_wedges_a_run(
     ends = Counter(e["cycle_number"] for e in events if e["event_type"] == "CYCLE_END")
     assert ends == Counter(range(1, len(cases) + 1))
 
-    status = json.loads(cli(sqlite_backend, "status", "run-1", "--json").stdout)
+    status = json.loads(cli_in_process(sqlite_backend, "status", "run-1", "--json").stdout)
     assert status["status"] == "completed" and status["cycles_completed"] == len(cases)
-    memory = json.loads(cli(sqlite_backend, "memory", "run-1", "--json").stdout)
+    memory = json.loads(cli_in_process(sqlite_backend, "memory", "run-1", "--json").stdout)
     if "args: 401-digit integer" in fuzz.served:
         assert memory["big"] == HUGE  # kept digit for digit, as text
     for view in ("show", "memory", "status"):
-        shown = cli(sqlite_backend, view, "run-1")
+        shown = cli_in_process(sqlite_backend, view, "run-1")
         assert shown.returncode == 0 and "\x1b" not in shown.stdout, view

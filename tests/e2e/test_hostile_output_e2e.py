@@ -14,7 +14,7 @@ import pytest
 from contreact.nodes.storable import storable
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli
+from support.cli import cli_in_process
 from support.runs import outcome, read_log, write_config
 from support.stub import scripted_stub
 
@@ -53,7 +53,7 @@ def test_a_401_digit_integer_never_wedges_a_run(
     script = {1: [reply, {"content": "Reflection: done."}]}
     with scripted_stub(script) as server:
         config = write_config(tmp_path / "c.yaml", sqlite_backend, cycles=1)
-        done = cli(sqlite_backend, "run", str(config), "--host", server.url)
+        done = cli_in_process(sqlite_backend, "run", str(config), "--host", server.url)
     assert done.returncode == 0, done.stderr
     cycles, memory, _ = outcome(sqlite_backend, "run-1")
     assert cycles[0][1] == "Reflection: done."
@@ -69,7 +69,7 @@ def test_http_500_with_a_list_body_is_retried(tmp_path: Path, backend: Backend) 
             {"kind": "http", "status": 502, "body": '"bad gateway"'},
         )
         config = write_config(tmp_path / "c.yaml", backend, cycles=1, ollama={"host": server.url})
-        done = cli(backend, "run", str(config))
+        done = cli_in_process(backend, "run", str(config))
         statuses = [r["status"] for r in server.requests()]
     assert done.returncode == 0, done.stderr
     assert statuses[:3] == [500, 502, 200]
@@ -83,7 +83,7 @@ def test_http_400_with_a_list_body_fails_with_one_line(
     with StubServer().start() as server:
         server.add_faults({"kind": "http", "status": 400, "body": "[]"})
         config = write_config(tmp_path / "c.yaml", sqlite_backend, cycles=1)
-        done = cli(sqlite_backend, "run", str(config), "--host", server.url)
+        done = cli_in_process(sqlite_backend, "run", str(config), "--host", server.url)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr and "AttributeError" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -96,6 +96,6 @@ def test_doctor_never_shows_a_storage_password(tmp_path: Path) -> None:
         "postgresql+psycopg://contreact:s3cret-pw@127.0.0.1:5432/no_such_database_here",
     )
     with StubServer().start() as server:
-        done = cli(backend, "doctor", "--model", "stub-model", "--host", server.url)
+        done = cli_in_process(backend, "doctor", "--model", "stub-model", "--host", server.url)
     assert "s3cret-pw" not in done.stdout + done.stderr
     assert "contreact:***@127.0.0.1" in done.stdout

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from support.backends import Backend
-from support.cli import cli, cli_start, kill_when
+from support.cli import cli, cli_in_process, cli_start, kill_when
 from support.runs import read_log, write_config
 from support.stub import scripted_stub
 
@@ -39,7 +39,7 @@ def test_auto_replies_in_order_then_the_fixed_reply(
             ollama={"host": server.url},
             operator={"mode": "auto", "reply": "fallback", "replies_file": "replies.txt"},
         )
-        result = cli(sqlite_backend, "run", str(config))
+        result = cli_in_process(sqlite_backend, "run", str(config))
         requests = [r["body"] for r in server.requests()]
     assert result.returncode == 0, result.stderr
     events = operator_events(sqlite_backend, "auto")
@@ -64,7 +64,7 @@ def test_no_reply_policy(tmp_path: Path, sqlite_backend: Backend) -> None:
             ollama={"host": server.url},
             operator={"no_reply": True},
         )
-        assert cli(sqlite_backend, "run", str(config)).returncode == 0
+        assert cli_in_process(sqlite_backend, "run", str(config)).returncode == 0
     assert operator_events(sqlite_backend, "silent")[0]["reply"] == "(The operator did not reply.)"
 
 
@@ -79,24 +79,27 @@ def test_queue_two_runs_reply_one_kill_while_paused(tmp_path: Path, backend: Bac
                 ollama={"host": server.url},
                 operator={"mode": "queue"},
             )
-            paused = cli(backend, "run", str(config))
+            paused = cli_in_process(backend, "run", str(config))
             assert paused.returncode == 3, paused.stderr
             assert "contreact reply" in paused.stdout
-        listed = json.loads(cli(backend, "operator", "--json").stdout)
+        listed = json.loads(cli_in_process(backend, "operator", "--json").stdout)
         assert sorted((p["run_id"], p["cycle"], p["message"]) for p in listed) == [
             ("qa", 1, "are you there?"),
             ("qb", 1, "are you there?"),
         ]
-        assert json.loads(cli(backend, "status", "qa", "--json").stdout)["status"] == "paused"
+        assert (
+            json.loads(cli_in_process(backend, "status", "qa", "--json").stdout)["status"]
+            == "paused"
+        )
 
         # A plain resume of a queued run leaves it waiting (exit 3), asking nothing twice.
-        assert cli(backend, "resume", "qa").returncode == 3
-        done = cli(backend, "reply", "qa", "yes, here")
+        assert cli_in_process(backend, "resume", "qa").returncode == 3
+        done = cli_in_process(backend, "reply", "qa", "yes, here")
         assert done.returncode == 0, done.stderr
-        assert [p["run_id"] for p in json.loads(cli(backend, "operator", "--json").stdout)] == [
-            "qb"
-        ]
-        assert cli(backend, "reply", "qa", "again").returncode == 2
+        assert [
+            p["run_id"] for p in json.loads(cli_in_process(backend, "operator", "--json").stdout)
+        ] == ["qb"]
+        assert cli_in_process(backend, "reply", "qa", "again").returncode == 2
 
         # Kill the process that is carrying qb's reply while its next model call is in flight.
         seen = len(server.requests())
@@ -104,15 +107,15 @@ def test_queue_two_runs_reply_one_kill_while_paused(tmp_path: Path, backend: Bac
         proc = cli_start(backend, "reply", "qb", "late but here")
         kill_when(proc, lambda: len(server.requests()) > seen)
         server.reset(faults=True)
-        resumed = cli(backend, "resume", "qb")
+        resumed = cli_in_process(backend, "resume", "qb")
         assert resumed.returncode == 0, resumed.stderr
 
     for name, text in (("qa", "yes, here"), ("qb", "late but here")):
         events = operator_events(backend, name)
         assert [(e["reply"], e["policy"]) for e in events] == [(text, "queue")], name
-        status = json.loads(cli(backend, "status", name, "--json").stdout)
+        status = json.loads(cli_in_process(backend, "status", name, "--json").stdout)
         assert status["status"] == "completed" and status["cycles_completed"] == 2
-    assert json.loads(cli(backend, "operator", "--json").stdout) == []
+    assert json.loads(cli_in_process(backend, "operator", "--json").stdout) == []
 
 
 def test_terminal_mode_without_a_console_waits_in_the_queue(

@@ -34,7 +34,7 @@ from contreact.config import parse_config
 from contreact.runner import start_run
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli
+from support.cli import cli_in_process
 
 EVALUATORS = ["stub-model", "stub-eval"]
 MODELS = ["stub-model", "stub-other"]  # the batch's models (one is also an evaluator)
@@ -270,7 +270,7 @@ def test_pei_bad_input_and_a_failing_evaluator(
     assert start(backend, pei_stub, "waiting", 2, operator={"mode": "queue"}) == "paused"
 
     # The real command line once: exit 2 and one line for an unfinished run.
-    unfinished = cli(backend, "pei", "done", "waiting", "-e", "stub-model")
+    unfinished = cli_in_process(backend, "pei", "done", "waiting", "-e", "stub-model")
     assert unfinished.returncode == 2
     assert len(unfinished.stderr.strip().splitlines()) == 1
     assert "run waiting is paused" in unfinished.stderr and "not completed" in unfinished.stderr

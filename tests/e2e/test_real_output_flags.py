@@ -16,7 +16,7 @@ from typing import Any
 from contreact.nodes.answer_health import answer_flags, cut_invented_turn, echo_fraction, is_echo
 from contreact.nodes.prompts import system_text
 from support.backends import Backend
-from support.cli import cli
+from support.cli import cli_in_process
 from support.paths import DATA
 from support.runs import read_log, write_config
 from support.stub import scripted_stub
@@ -44,9 +44,9 @@ def replay(
             ollama={"host": server.url},
             similarity={"enabled": False},
         )
-        done = cli(backend, "run", str(config))
+        done = cli_in_process(backend, "run", str(config))
         assert done.returncode == 0, done.stderr + done.stdout
-        report = cli(backend, "report", "run-1", "--out", str(tmp_path / "report"))
+        report = cli_in_process(backend, "report", "run-1", "--out", str(tmp_path / "report"))
         assert report.returncode == 0, report.stderr
         replay.requests = server.requests()  # type: ignore[attr-defined]
     return read_log(backend, "run-1")

@@ -15,7 +15,7 @@ import pytest
 from contreact.config import resolve_host
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli, cli_start, kill_when
+from support.cli import cli, cli_in_process, cli_start, kill_when
 from support.runs import write_config
 
 # Host settings as people write them (Ollama's docs, `OLLAMA_HOST` in systemd units and
@@ -56,7 +56,7 @@ def test_bare_ollama_host_runs_and_resume_keeps_the_runs_host(
         done = cli(sqlite_backend, "run", str(config), env={"OLLAMA_HOST": bare})
         assert done.returncode == 0, done.stderr
         assert len(first.requests()) > 0
-        status = json.loads(cli(sqlite_backend, "status", "run-1", "--json").stdout)
+        status = json.loads(cli_in_process(sqlite_backend, "status", "run-1", "--json").stdout)
         assert status["host"] == f"http://127.0.0.1:{first.port}"
 
         # The shell now points at another server: the run continues where it began.
@@ -68,7 +68,9 @@ def test_bare_ollama_host_runs_and_resume_keeps_the_runs_host(
         assert second.requests() == []
 
         # An explicit --host moves it, and the log says so.
-        moved = cli(sqlite_backend, "resume", "run-1", "--cycles", "4", "--host", f":{second.port}")
+        moved = cli_in_process(
+            sqlite_backend, "resume", "run-1", "--cycles", "4", "--host", f":{second.port}"
+        )
         assert moved.returncode == 0, moved.stderr
         assert len(second.requests()) > 0
         log = [
@@ -99,7 +101,7 @@ def test_text_tool_mode_runs_three_cycles_with_memory(
     with StubServer(models=[]).start() as server:
         server.add_model("gemma3:4b", capabilities=capabilities)
         config = write_config(tmp_path / "c.yaml", backend, model="gemma3:4b", tools=mode)
-        done = cli(backend, "run", str(config), "--host", server.url)
+        done = cli_in_process(backend, "run", str(config), "--host", server.url)
         assert done.returncode == 0, done.stderr + done.stdout
         chats = server.requests()
         # ChatOllama always sends a `tools` list; an empty one is what Ollama accepts from
@@ -129,7 +131,7 @@ def test_auto_mode_switches_to_text_on_does_not_support_tools(
         server.add_model("phi4", capabilities=["completion"])
         server.hide_capabilities = True
         config = write_config(tmp_path / "c.yaml", sqlite_backend, model="phi4", cycles=2)
-        done = cli(sqlite_backend, "run", str(config), "--host", server.url)
+        done = cli_in_process(sqlite_backend, "run", str(config), "--host", server.url)
         assert done.returncode == 0, done.stderr + done.stdout
         chats = server.requests()
         assert chats[0]["body"]["tools"]  # the one refused request
@@ -142,7 +144,7 @@ def test_model_option_typos_are_errors(tmp_path: Path, sqlite_backend: Backend) 
     config = write_config(
         tmp_path / "c.yaml", sqlite_backend, model_options={"num_cxt": 1, "temprature": 0.2}
     )
-    done = cli(sqlite_backend, "run", str(config))
+    done = cli_in_process(sqlite_backend, "run", str(config))
     assert done.returncode == 2
     line = done.stderr.strip()
     assert "`num_cxt` (did you mean `num_ctx`?)" in line
@@ -150,7 +152,7 @@ def test_model_option_typos_are_errors(tmp_path: Path, sqlite_backend: Backend) 
     assert str(config) in line and len(line.splitlines()) == 1
 
     hot = write_config(tmp_path / "h.yaml", sqlite_backend, model_options={"temperature": "hot"})
-    done = cli(sqlite_backend, "run", str(hot))
+    done = cli_in_process(sqlite_backend, "run", str(hot))
     assert done.returncode == 2
     assert "`temperature` must be a number (got 'hot')" in done.stderr
 
@@ -172,19 +174,19 @@ def test_killed_run_is_interrupted_within_seconds_and_resumes(
         kill_when(proc, lambda: len(server.requests()) >= 2)
         killed = time.monotonic()
         while True:
-            status = json.loads(cli(sqlite_backend, "status", "run-1", "--json").stdout)
+            status = json.loads(cli_in_process(sqlite_backend, "status", "run-1", "--json").stdout)
             if status["status"] == "interrupted":
                 break
             assert status["status"] == "running"
             assert time.monotonic() - killed < 5, "a killed run still shows as running"
             time.sleep(0.2)
         assert "contreact resume run-1" in status["reason"]
-        listed = json.loads(cli(sqlite_backend, "list", "--json").stdout)
+        listed = json.loads(cli_in_process(sqlite_backend, "list", "--json").stdout)
         assert [(r["status"], r["cycles_planned"]) for r in listed] == [("interrupted", 2)]
 
-        done = cli(sqlite_backend, "resume", "run-1")
+        done = cli_in_process(sqlite_backend, "resume", "run-1")
         assert done.returncode == 0, done.stderr
-        listed = json.loads(cli(sqlite_backend, "list", "--json").stdout)
+        listed = json.loads(cli_in_process(sqlite_backend, "list", "--json").stdout)
         assert [(r["status"], r["cycles_done"], r["cycles_planned"]) for r in listed] == [
             ("completed", 2, 2)
         ]

@@ -16,7 +16,7 @@ from contreact.nodes.reflection_format import correction, prose_of
 from contreact.nodes.similarity import lexical_scores
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli
+from support.cli import cli_in_process
 from support.paths import SCENARIOS
 from support.runs import outcome, read_log, write_config
 
@@ -32,10 +32,10 @@ def cycle_ends(backend: Backend, run_id: str) -> list[dict[str, Any]]:
 def test_a_json_run_stores_structured_reflections(tmp_path: Path, sqlite_backend: Backend) -> None:
     with StubServer().start() as server:
         config = write_config(tmp_path / "json.yaml", sqlite_backend, reflection={"format": "json"})
-        done = cli(sqlite_backend, "run", str(config), "--host", server.url)
+        done = cli_in_process(sqlite_backend, "run", str(config), "--host", server.url)
         assert done.returncode == 0, done.stderr
         # A resumed (extended) run keeps the format: the schema is in its stored config.
-        more = cli(sqlite_backend, "resume", "run-1", "--cycles", "1")
+        more = cli_in_process(sqlite_backend, "resume", "run-1", "--cycles", "1")
         json_prompts = system_prompts(server)
     assert more.returncode == 0, more.stderr
     cycles, _, _ = outcome(sqlite_backend, "run-1")
@@ -69,7 +69,7 @@ def test_a_json_run_stores_structured_reflections(tmp_path: Path, sqlite_backend
     assert f"Cycle 1: {cycles[0][1]}" in json_prompts[-1]
 
     # The report shows the fields.
-    report = cli(sqlite_backend, "report", "run-1", "--out", str(tmp_path / "rep"))
+    report = cli_in_process(sqlite_backend, "report", "run-1", "--out", str(tmp_path / "rep"))
     assert report.returncode == 0, report.stderr
     page = (tmp_path / "rep" / "report.html").read_text(encoding="utf-8")
     plan = ends[2]["reflection_fields"]["plan"].replace("'", "&#x27;")
@@ -82,7 +82,7 @@ def test_a_json_run_stores_structured_reflections(tmp_path: Path, sqlite_backend
 def test_a_text_run_is_not_told_any_format(tmp_path: Path, sqlite_backend: Backend) -> None:
     with StubServer().start() as server:
         config = write_config(tmp_path / "text.yaml", sqlite_backend, cycles=1)
-        done = cli(sqlite_backend, "run", str(config), "--host", server.url)
+        done = cli_in_process(sqlite_backend, "run", str(config), "--host", server.url)
         prompts = system_prompts(server)
     assert done.returncode == 0, done.stderr
     assert prompts and all(p == SYSTEM_PROMPT for p in prompts)
@@ -98,7 +98,7 @@ def test_a_malformed_reflection_gets_a_corrective_turn(
         config = write_config(
             tmp_path / "c.yaml", sqlite_backend, cycles=2, reflection={"format": "json"}
         )
-        done = cli(sqlite_backend, "run", str(config), "--host", server.url)
+        done = cli_in_process(sqlite_backend, "run", str(config), "--host", server.url)
         bodies = [r["body"]["messages"] for r in server.requests()]
     assert done.returncode == 0, done.stderr
     cycles, memory, _ = outcome(sqlite_backend, "run-1")
@@ -135,7 +135,7 @@ def test_a_cycle_out_of_steps_keeps_the_invalid_note_flagged(
             reflection={"format": "json"},
             limits={"max_steps_per_cycle": 2},
         )
-        done = cli(sqlite_backend, "run", str(config), "--host", server.url)
+        done = cli_in_process(sqlite_backend, "run", str(config), "--host", server.url)
     assert done.returncode == 0, done.stderr
     cycles, _, _ = outcome(sqlite_backend, "run-1")
     note, flags = cycles[0][1], cycles[0][2]

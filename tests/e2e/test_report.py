@@ -36,7 +36,7 @@ from contreact.runner import start_run
 from contreact.stub import StubServer
 from support.backends import Backend
 from support.ci import IN_CI
-from support.cli import cli
+from support.cli import cli_in_process
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CHROMIUM_FLAGS = [
@@ -95,7 +95,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Generated]:
         assert len(rated.results) == 4 and not rated.failures
         out = root / "out"
         # While the stub runs: the report asks the runs' host for model digests.
-        result = cli(backend, "report", "--batch", "b", "--out", str(out))
+        result = cli_in_process(backend, "report", "--batch", "b", "--out", str(out))
         tags = httpx.get(f"{server.url}/api/tags").json()["models"]
     assert result.returncode == 0, result.stderr + result.stdout
     digests = {m["name"].removesuffix(":latest"): m["digest"] for m in tags}

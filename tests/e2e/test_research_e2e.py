@@ -24,7 +24,7 @@ from contreact.graph.state import Context
 from contreact.runner import start_run
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli
+from support.cli import cli, cli_in_process
 from support.stub import scripted_stub
 
 
@@ -65,7 +65,7 @@ def test_three_replicates_are_three_different_runs_with_their_seeds(
         log = events(backend, run_id)
         (start,) = [e for e in log if e["event_type"] == "RUN_START"]
         assert start["payload"]["seed"] == seed == start["payload"]["options"]["seed"]
-        status = cli(backend, "status", run_id, "--json")
+        status = cli_in_process(backend, "status", run_id, "--json")
         assert json.loads(status.stdout)["seed"] == seed
         reflections[run_id] = tuple(
             e["payload"]["final_reflection"] for e in log if e["event_type"] == "CYCLE_END"

@@ -13,7 +13,7 @@ from contreact.stub import ChatRequest, LooperAgent, Reply, StubServer
 from contreact.text.tokens import estimate_tokens
 from contreact.tools.registry import TOOLS
 from support.backends import Backend
-from support.cli import cli
+from support.cli import cli_in_process
 from support.runs import read_log, write_config
 from support.stub import scripted_stub
 
@@ -71,10 +71,10 @@ def test_every_format_in_turn(tmp_path: Path, backend: Backend) -> None:
         config = write_config(
             tmp_path / "c.yaml", backend, run_id="formats", cycles=6, ollama={"host": server.url}
         )
-        result = cli(backend, "run", str(config))
+        result = cli_in_process(backend, "run", str(config))
         requests = [r["body"] for r in server.requests()]
     assert result.returncode == 0, result.stderr
-    memory = json.loads(cli(backend, "memory", "formats", "--json").stdout)
+    memory = json.loads(cli_in_process(backend, "memory", "formats", "--json").stdout)
     assert memory == {"c": "true", "d": "four", "e": "five"}
 
     log = read_log(backend, "formats")
@@ -151,7 +151,7 @@ def test_looping_model_is_stopped_by_budgets(
             ollama={"host": server.url},
             limits={"max_steps_per_cycle": steps, "max_tool_calls_per_cycle": calls},
         )
-        result = cli(sqlite_backend, "run", str(config))
+        result = cli_in_process(sqlite_backend, "run", str(config))
         requests = [r["body"] for r in server.requests()]
     assert result.returncode == 0, result.stderr
     allowed = min(calls, steps - 1)
@@ -181,7 +181,7 @@ def test_empty_answers_are_nudged(tmp_path: Path, sqlite_backend: Backend) -> No
             cycles=2,
             ollama={"host": server.url},
         )
-        result = cli(sqlite_backend, "run", str(config))
+        result = cli_in_process(sqlite_backend, "run", str(config))
         requests = [r["body"] for r in server.requests()]
     assert result.returncode == 0, result.stderr
     ends = [
@@ -260,7 +260,7 @@ def test_forty_steps_in_a_small_context(tmp_path: Path, sqlite_backend: Backend)
                 "output_reserve_tokens": 1024,
             },
         )
-        result = cli(sqlite_backend, "run", str(config))
+        result = cli_in_process(sqlite_backend, "run", str(config))
         requests = [r["body"] for r in server.requests()]
     assert result.returncode == 0, result.stderr
     assert len(requests) == 40
@@ -272,7 +272,7 @@ def test_forty_steps_in_a_small_context(tmp_path: Path, sqlite_backend: Backend)
         assert_pairs(body["messages"])
     log = read_log(sqlite_backend, "long")
     assert sum(e["event_type"] == "CONTEXT_TRIM" for e in log) >= 20
-    assert len(json.loads(cli(sqlite_backend, "memory", "long", "--json").stdout)) == 20
+    assert len(json.loads(cli_in_process(sqlite_backend, "memory", "long", "--json").stdout)) == 20
     end = next(e["payload"] for e in log if e["event_type"] == "CYCLE_END")
     assert end["metrics"]["steps"] == 40 and end["flags"] == []
 
@@ -287,7 +287,7 @@ def test_wall_clock_limit_closes_the_cycle(tmp_path: Path, sqlite_backend: Backe
             ollama={"host": server.url},
             limits={"cycle_seconds": 0.5},
         )
-        result = cli(sqlite_backend, "run", str(config))
+        result = cli_in_process(sqlite_backend, "run", str(config))
         requests = [r["body"] for r in server.requests()]
     assert result.returncode == 0, result.stderr
     end = next(
@@ -332,10 +332,10 @@ def test_dialects_run_and_unreadable_output_is_corrected(
             cycles=2,
             ollama={"host": server.url},
         )
-        result = cli(sqlite_backend, "run", str(config))
+        result = cli_in_process(sqlite_backend, "run", str(config))
         requests = [r["body"] for r in server.requests()]
     assert result.returncode == 0, result.stderr
-    memory = json.loads(cli(sqlite_backend, "memory", "dialects", "--json").stdout)
+    memory = json.loads(cli_in_process(sqlite_backend, "memory", "dialects", "--json").stdout)
     assert memory == {"m": "mistral", "h": "harmony"}
 
     log = read_log(sqlite_backend, "dialects")

@@ -14,7 +14,7 @@ import yaml
 
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli, cli_env
+from support.cli import cli, cli_env, cli_in_process
 from support.paths import ROOT
 from support.runs import outcome, read_log, write_config
 
@@ -46,7 +46,7 @@ def test_eight_concurrent_runs_are_exact(tmp_path: Path, backend: Backend) -> No
             ollama={"host": server.url},
             model_options=UNSEEDED,
         )
-        assert cli(backend, "run", str(ref)).returncode == 0
+        assert cli_in_process(backend, "run", str(ref)).returncode == 0
         expected = outcome(backend, "ref")
         config = batch_config(
             tmp_path / "eight.yaml",
@@ -101,7 +101,7 @@ def test_batch_killed_midway_resumes_every_run_once(
                 ollama={"host": server.url},
                 model_options=UNSEEDED,
             )
-            assert cli(backend, "run", str(ref)).returncode == 0
+            assert cli_in_process(backend, "run", str(ref)).returncode == 0
             expected[model] = outcome(backend, f"ref-{model}")
         config = batch_config(
             tmp_path / "b.yaml",
@@ -180,10 +180,10 @@ def test_fork_at_cycle_two_with_another_model(tmp_path: Path, backend: Backend) 
         config = write_config(
             tmp_path / "o.yaml", backend, run_id="orig", cycles=4, ollama={"host": server.url}
         )
-        assert cli(backend, "run", str(config)).returncode == 0
+        assert cli_in_process(backend, "run", str(config)).returncode == 0
         before = outcome(backend, "orig")
         seen = len(server.requests())
-        forked = cli(
+        forked = cli_in_process(
             backend, "fork", "orig", "--cycle", "2", "--model", "stub-other", "--as", "branch"
         )
         assert forked.returncode == 0, forked.stderr + forked.stdout
@@ -213,7 +213,7 @@ def test_fork_at_cycle_two_with_another_model(tmp_path: Path, backend: Backend) 
 
     assert outputs(events, 3) == outputs(before[2], 3)
     assert outcome(backend, "orig") == before, "the original changed"
-    status = json.loads(cli(backend, "status", "branch", "--json").stdout)
+    status = json.loads(cli_in_process(backend, "status", "branch", "--json").stdout)
     assert status["parent_run_id"] == "orig" and status["fork_cycle"] == 2
 
 
@@ -222,10 +222,10 @@ def test_extend_a_finished_run(tmp_path: Path, sqlite_backend: Backend) -> None:
         config = write_config(
             tmp_path / "e.yaml", sqlite_backend, run_id="ext", cycles=2, ollama={"host": server.url}
         )
-        assert cli(sqlite_backend, "run", str(config)).returncode == 0
-        again = cli(sqlite_backend, "resume", "ext")
+        assert cli_in_process(sqlite_backend, "run", str(config)).returncode == 0
+        again = cli_in_process(sqlite_backend, "resume", "ext")
         assert again.returncode == 2 and "--cycles" in again.stderr
-        extended = cli(sqlite_backend, "resume", "ext", "--cycles", "2")
+        extended = cli_in_process(sqlite_backend, "resume", "ext", "--cycles", "2")
         assert extended.returncode == 0, extended.stderr
         third = next(
             r["body"]
@@ -237,5 +237,5 @@ def test_extend_a_finished_run(tmp_path: Path, sqlite_backend: Backend) -> None:
     ]
     assert ends == [1, 2, 3, 4]
     assert "Cycle 2: " in third["messages"][0]["content"]
-    status = json.loads(cli(sqlite_backend, "status", "ext", "--json").stdout)
+    status = json.loads(cli_in_process(sqlite_backend, "status", "ext", "--json").stdout)
     assert status["status"] == "completed" and status["cycles_planned"] == 4

@@ -12,7 +12,7 @@ import pytest
 
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli, cli_start
+from support.cli import cli_in_process, cli_start
 from support.runs import outcome, write_config
 
 
@@ -23,7 +23,9 @@ def test_signal_stops_within_two_seconds_and_resume_equals_uninterrupted(
     with StubServer(latency_ms=200).start() as server:
         reference = Backend("sqlite", tmp_path / "reference")
         ref_config = write_config(tmp_path / "r.yaml", reference, cycles=2)
-        assert cli(reference, "run", str(ref_config), "--host", server.url).returncode == 0
+        assert (
+            cli_in_process(reference, "run", str(ref_config), "--host", server.url).returncode == 0
+        )
 
         config = write_config(tmp_path / "c.yaml", sqlite_backend, cycles=2)
         proc = cli_start(sqlite_backend, "run", str(config), "--host", server.url)
@@ -41,8 +43,8 @@ def test_signal_stops_within_two_seconds_and_resume_equals_uninterrupted(
         assert stopped_in < 15, f"took {stopped_in:.2f} s to stop"
         assert proc.returncode == 130 and "Traceback" not in err
 
-        status = json.loads(cli(sqlite_backend, "status", "run-1", "--json").stdout)
+        status = json.loads(cli_in_process(sqlite_backend, "status", "run-1", "--json").stdout)
         assert status["status"] == "interrupted"
-        resumed = cli(sqlite_backend, "resume", "run-1")
+        resumed = cli_in_process(sqlite_backend, "resume", "run-1")
         assert resumed.returncode == 0, resumed.stderr
     assert outcome(sqlite_backend, "run-1") == outcome(reference, "run-1")

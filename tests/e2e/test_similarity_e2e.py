@@ -18,7 +18,7 @@ from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for
 from contreact.nodes.similarity import HIGH_ADVISORY, MODERATE_ADVISORY
 from support.backends import Backend
-from support.cli import cli
+from support.cli import cli_in_process
 from support.runs import read_log, write_config
 from support.stub import scripted_stub
 
@@ -69,7 +69,7 @@ def test_repetition_gets_the_advisory_in_the_next_cycle_only(
             ollama={"host": server.url},
             similarity={"embedding_model": embedding_model, "moderate": 0.7, "high": 0.8},
         )
-        result = cli(backend, "run", str(config))
+        result = cli_in_process(backend, "run", str(config))
         requests = server.requests()
     assert result.returncode == 0, result.stderr + result.stdout
 

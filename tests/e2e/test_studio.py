@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from support.backends import Backend
-from support.cli import cli, cli_env
+from support.cli import cli_env, cli_in_process
 from support.paths import ROOT
 from support.runs import read_log, write_config
 from support.stub import scripted_stub
@@ -246,9 +246,9 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
         assert len(stub.requests()) == 2
         # Registered at its first step: the CLI lists it and sees what it waits on.
         backend = dev_server.backend
-        listed = json.loads(cli(backend, "list", "--json").stdout)
+        listed = json.loads(cli_in_process(backend, "list", "--json").stdout)
         assert {(r["run_id"], r["origin"]) for r in listed} >= {("studio-run", "studio")}
-        pending = cli(backend, "operator")
+        pending = cli_in_process(backend, "operator")
         assert "studio-run" in pending.stdout and "Is anyone there?" in pending.stdout
 
         resumed = api.post(
@@ -266,11 +266,15 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
 
         # The CLI's research commands work on the Studio-started run too.
         backend = dev_server.backend
-        forked = cli(backend, "fork", "studio-run", "--cycle", "1", "--as", "studio-fork")
+        forked = cli_in_process(
+            backend, "fork", "studio-run", "--cycle", "1", "--as", "studio-fork"
+        )
         assert forked.returncode == 0, forked.stderr
-        rated = cli(backend, "pei", "studio-run", "-e", "stub-model", "--json")
+        rated = cli_in_process(backend, "pei", "studio-run", "-e", "stub-model", "--json")
         assert rated.returncode == 0, rated.stderr
-        reported = cli(backend, "report", "studio-run", "--out", str(backend.data_dir / "rep"))
+        reported = cli_in_process(
+            backend, "report", "studio-run", "--out", str(backend.data_dir / "rep")
+        )
         assert reported.returncode == 0, reported.stderr
         assert list((backend.data_dir / "rep").glob("*.html"))
 
@@ -286,12 +290,12 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
             },
         )
         assert paused.status_code == 200, paused.text
-        replied = cli(backend, "reply", "studio-run-2", "Answered from the CLI.")
+        replied = cli_in_process(backend, "reply", "studio-run-2", "Answered from the CLI.")
         assert replied.returncode == 0, replied.stderr + replied.stdout
         log2 = read_log(backend, "studio-run-2")
         answers = [e["payload"]["reply"] for e in log2 if e["event_type"] == "OPERATOR_MESSAGE"]
         assert answers == ["Answered from the CLI."]
-        done = json.loads(cli(backend, "status", "studio-run-2", "--json").stdout)
+        done = json.loads(cli_in_process(backend, "status", "studio-run-2", "--json").stdout)
         assert done["status"] == "completed"
 
         # A Studio run that fails in the server is failed for the CLI too, with the reason.
@@ -307,9 +311,9 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
         )
         assert api.get(f"/threads/{third}").json()["status"] == "error"
         deadline = time.monotonic() + 10
-        while (failed := json.loads(cli(backend, "status", "studio-run-3", "--json").stdout))[
-            "status"
-        ] != "failed" and time.monotonic() < deadline:
+        while (
+            failed := json.loads(cli_in_process(backend, "status", "studio-run-3", "--json").stdout)
+        )["status"] != "failed" and time.monotonic() < deadline:
             time.sleep(0.5)
         assert failed["status"] == "failed"
         assert "no-such-model" in failed["reason"], failed
@@ -341,9 +345,9 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
             {"configurable": {"thread_id": thread_id}}
         )
     assert snapshot.values["status"] == "completed" and snapshot.values["cycle"] == 2
-    status = json.loads(cli(dev_server.backend, "status", "studio-run", "--json").stdout)
+    status = json.loads(cli_in_process(dev_server.backend, "status", "studio-run", "--json").stdout)
     assert (status["status"], status["thread_id"]) == ("completed", thread_id)
-    shown = cli(dev_server.backend, "show", "studio-run")
+    shown = cli_in_process(dev_server.backend, "show", "studio-run")
     assert "Reflection two." in shown.stdout, shown.stderr
     assert_no_blocking_calls(dev_server)
 
@@ -394,8 +398,10 @@ def test_cli_run_is_readable_in_studio_and_stays_intact(
             ollama={"host": stub.url},
             operator={"mode": "queue"},
         )
-        assert cli(backend, "run", str(config)).returncode == 3  # paused for the operator
-        status = json.loads(cli(backend, "status", "cli-run", "--json").stdout)
+        assert (
+            cli_in_process(backend, "run", str(config)).returncode == 3
+        )  # paused for the operator
+        status = json.loads(cli_in_process(backend, "status", "cli-run", "--json").stdout)
         thread_id = status["thread_id"]
         written_by_cli = checkpoint_rows(backend, thread_id)
 
@@ -422,7 +428,7 @@ def test_cli_run_is_readable_in_studio_and_stays_intact(
         assert checkpoint_rows(backend, thread_id) == written_by_cli
 
         # The CLI answers and finishes the run; Studio sees the result.
-        replied = cli(backend, "reply", "cli-run", "Here, loud and clear.")
+        replied = cli_in_process(backend, "reply", "cli-run", "Here, loud and clear.")
         assert replied.returncode == 0, replied.stderr + replied.stdout
         state = api.get(f"/threads/{thread_id}/state").json()
         values = state["values"]
@@ -430,7 +436,7 @@ def test_cli_run_is_readable_in_studio_and_stays_intact(
         assert state["next"] == [] and state["tasks"] == []
         assert poll_thread_status(api, thread_id, "idle") == "idle"
 
-    shown = cli(backend, "show", "cli-run")
+    shown = cli_in_process(backend, "show", "cli-run")
     assert shown.returncode == 0, shown.stderr
     assert "CLI reflection one." in shown.stdout and "CLI reflection two." in shown.stdout
     log = read_log(backend, "cli-run")
@@ -453,7 +459,7 @@ def test_studio_checkpointer_reads_cli_runs_on_each_backend(
         config = write_config(
             tmp_path / "run.yaml", backend, run_id="one", cycles=1, ollama={"host": stub.url}
         )
-        assert cli(backend, "run", str(config)).returncode == 0
+        assert cli_in_process(backend, "run", str(config)).returncode == 0
     storage = backend.storage()
     thread_id = get_run(engine_for(storage), "one").thread_id
 
@@ -514,10 +520,12 @@ def test_time_travel_with_an_edit_branches_and_leaves_the_original_intact(
             ollama={"host": stub.url},
             operator={"mode": "auto", "reply": "The old reply."},
         )
-        assert cli(backend, "run", str(config)).returncode == 0
+        assert cli_in_process(backend, "run", str(config)).returncode == 0
         original_requests = len(stub.requests())
         assert original_requests == 8
-        thread_id = json.loads(cli(backend, "status", "tt-run", "--json").stdout)["thread_id"]
+        thread_id = json.loads(cli_in_process(backend, "status", "tt-run", "--json").stdout)[
+            "thread_id"
+        ]
         client = get_sync_client(url=dev_server.url, api_key=None)
         poll_state(dev_server.client(), thread_id)
         head = client.threads.get_state(thread_id)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from contreact.terminal_text import visible
 from support.backends import Backend
-from support.cli import cli
+from support.cli import cli_in_process
 from support.runs import write_config
 from support.stub import scripted_stub
 
@@ -50,14 +50,14 @@ def test_no_cli_view_prints_model_text_raw(tmp_path: Path, sqlite_backend: Backe
     }
     with scripted_stub(script) as server:
         config = write_config(tmp_path / "c.yaml", sqlite_backend, cycles=1)
-        done = cli(sqlite_backend, "run", str(config), "--host", server.url)
+        done = cli_in_process(sqlite_backend, "run", str(config), "--host", server.url)
     assert done.returncode == 0, done.stderr
     views = {
         "run": done.stdout,
-        "show": cli(sqlite_backend, "show", "run-1").stdout,
-        "status": cli(sqlite_backend, "status", "run-1").stdout,
-        "memory": cli(sqlite_backend, "memory", "run-1").stdout,
-        "export csv": cli(sqlite_backend, "export", "run-1", "--format", "csv").stdout,
+        "show": cli_in_process(sqlite_backend, "show", "run-1").stdout,
+        "status": cli_in_process(sqlite_backend, "status", "run-1").stdout,
+        "memory": cli_in_process(sqlite_backend, "memory", "run-1").stdout,
+        "export csv": cli_in_process(sqlite_backend, "export", "run-1", "--format", "csv").stdout,
     }
     for name, text in views.items():
         assert not RAW.search(text), f"{name} printed a control character raw: {text!r}"
@@ -67,9 +67,9 @@ def test_no_cli_view_prints_model_text_raw(tmp_path: Path, sqlite_backend: Backe
     assert "\\x1b[2J" in views["memory"] and "\\x1b[2J" in views["export csv"]
 
     # JSON keeps JSON's escapes: parsed back, the model's text is exact.
-    exported = cli(sqlite_backend, "export", "run-1").stdout
+    exported = cli_in_process(sqlite_backend, "export", "run-1").stdout
     assert "\x1b" not in exported and "\x07" not in exported
     events = [json.loads(line) for line in exported.splitlines()]
     assert any(HOSTILE in text for e in events for text in _strings(e["payload"]))
-    memory = json.loads(cli(sqlite_backend, "memory", "run-1", "--json").stdout)
+    memory = json.loads(cli_in_process(sqlite_backend, "memory", "run-1", "--json").stdout)
     assert memory == {HOSTILE: HOSTILE}

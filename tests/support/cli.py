@@ -1,7 +1,9 @@
-"""Drive the real `contreact` command: in a subprocess, in the background, or on a terminal.
+"""Drive the real `contreact` command: as a process, in the background, on a terminal, or here.
 
 End-to-end tests run the CLI as a user would, against the stub over real HTTP and a real
-database, and assert on what was persisted.
+database, and assert on what was persisted. A test about the process itself (start-up,
+kills, signals, pipes, terminals) starts one; the others run the same command in the test
+process (`cli_in_process`), which spares each command an interpreter start.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ from typing import Any
 from support.backends import Backend
 from support.paths import ROOT
 
+STRIPPED = ("CONTREACT_FAILPOINTS", "OLLAMA_HOST")
+"""Variables of the test's own environment the CLI never sees (a test passes them itself)."""
+
 
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment the CLI subprocess runs in."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CONTREACT_FAILPOINTS", "OLLAMA_HOST")}
+    env = {k: v for k, v in os.environ.items() if k not in STRIPPED}
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
     return env
@@ -39,6 +44,47 @@ def cli(
         timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+def cli_in_process(
+    backend: Backend, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`contreact ARGS` run by this process: what `cli` returns, without an interpreter start.
+
+    For tests whose subject is what a command does or prints, not the process around it
+    (start-up, signals, kills, terminals): the same typer application gets the same argv
+    and environment, and its exit code, stdout and stderr come back as from `cli`. A fresh
+    `python -m contreact` spends about two CPU-seconds importing the engine; here that is
+    paid once per test worker. An exception the CLI does not turn into an exit code is
+    raised here, failing the test as the traceback would; a command still running after
+    `timeout` seconds ends the test worker with every thread's traceback (faulthandler),
+    as `cli`'s timeout would end the subprocess.
+
+    The environment is set for the command (`CliRunner`'s `env`), so only settings read
+    when a command runs take effect: failpoints and the tally file are read at import,
+    and tests that set them use `cli`.
+    """
+    import faulthandler
+
+    from typer.testing import CliRunner
+
+    from contreact.checkpoints.engines import dispose_engines
+    from contreact.cli.app import app
+
+    unset: dict[str, str | None] = {name: None for name in STRIPPED}
+    faulthandler.dump_traceback_later(timeout, exit=True)
+    try:
+        result = CliRunner().invoke(app, [*backend.cli_args, *args], env={**unset, **(env or {})})
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        # What the process's exit would do: close its connections (SQLite's last one
+        # folds the write-ahead log into the file), so later commands meet the database
+        # as they would after a `cli` call.
+        dispose_engines()
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    argv = ["contreact", *backend.cli_args, *args]
+    return subprocess.CompletedProcess(argv, result.exit_code, result.stdout, result.stderr)
 
 
 FOREGROUND = (
