@@ -8,6 +8,7 @@ process (`cli_in_process`), which spares each command an interpreter start.
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import signal
@@ -152,6 +153,21 @@ class Terminal:
         self.seen = ""
         self.transcript = ""
         """Everything the process printed so far (ANSI codes removed)."""
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._pending = ""
+        """Printed text whose last escape sequence is not complete yet (split across reads)."""
+
+    def _take(self, chunk: bytes) -> None:
+        # A read may end inside a multi-byte character or an escape sequence: both are kept
+        # until the rest arrives, so no half of a colour code is left on the screen.
+        raw = self._pending + self._decoder.decode(chunk)
+        text = ANSI.sub("", raw)
+        cut = text.rfind("\x1b")
+        if cut < 0 or len(text) - cut > 32:  # no sequence open (or one ANSI does not know)
+            cut = len(text)
+        self._pending, text = text[cut:], text[:cut]
+        self.seen += text
+        self.transcript += text
 
     def expect(self, pattern: str, timeout: float = 60) -> re.Match[str]:
         """Wait until the screen (ANSI codes removed) matches `pattern`; return the match."""
@@ -175,9 +191,7 @@ class Terminal:
                     chunk = b""
                 if not chunk and self.proc.poll() is not None:
                     raise AssertionError(f"process ended before {pattern!r}; screen:\n{self.seen}")
-                text = ANSI.sub("", chunk.decode("utf-8", "replace"))
-                self.seen += text
-                self.transcript += text
+                self._take(chunk)
 
     def send(self, text: str) -> None:
         """Type a line."""
