@@ -24,6 +24,8 @@ MAX_NESTED_SEARCH = 8  # how deep to look for call objects wrapped in other JSON
 FINAL_ACTIONS = frozenset({"final answer", "final_answer", "finalanswer", "finish"})
 """LangChain JSON agents finish with ``{"action": "Final Answer", "action_input": ...}``."""
 
+_OPENS_OBJECT = re.compile(r"""\{\s*["'}]""")
+"""What can start a JSON object (or a single-quoted attempt at one, reported as broken)."""
 _NAME_ATTEMPT = re.compile(r"""\{\s*["'](?:tool_)?name["']\s*:""")
 _NAME_VALUE = re.compile(r"""\{\s*["'](?:tool_)?name["']\s*:\s*["']([^"'\\\r\n]{1,80})["']""")
 _ARGS_KEYS = ("arguments", "parameters", "args")
@@ -55,6 +57,11 @@ def scan_json(text: str, schemas: ToolSchemas, *, in_tag: bool = False) -> list[
         start = text.find("{", pos)
         if start < 0:
             return found
+        if not _OPENS_OBJECT.match(text, start):
+            # Decoding would fail at once, and its error would count the lines up to here:
+            # `{` after `{` (a runaway answer) made the scan quadratic.
+            pos = start + 1
+            continue
         try:
             value, end = DECODER.raw_decode(text, start)
         except (ValueError, RecursionError) as exc:
