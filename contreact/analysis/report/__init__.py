@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from contreact.analysis.export import columns_of, write_csv
+from contreact.analysis.pei.self_rating import self_vs_cross
 from contreact.analysis.report.collect import ReportData, RunData, collect
 from contreact.analysis.report.plots import plot_cycles, plot_pei, plot_similarity
 from contreact.analysis.report.render import render_html, render_markdown
@@ -78,6 +79,9 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
                     "manual": r.manual,
                     "omitted": r.omitted_text(),
                     "at_cycle": r.at_cycle,
+                    "run_last_cycle": data.last_cycles.get(r.run_id, r.at_cycle),
+                    "stale": r.is_stale(data.last_cycles.get(r.run_id, r.at_cycle)),
+                    "options": r.options or "",
                     "instrument_sha": r.instrument_sha,
                     "answer": r.answer,
                 }
@@ -92,12 +96,18 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
                     "history": label,
                     "model": model,
                     **dict(zip(matrix.columns, map(whole, row), strict=True)),
+                    "stale": "; ".join(
+                        f"{s.evaluator} (level {s.level}, rated at cycle {s.at_cycle} "
+                        f"of {s.last_cycle})"
+                        for s in matrix.stale
+                        if s.run_id == label
+                    ),
                 }
                 for label, model, row in zip(
                     matrix.rows, matrix.row_models, matrix.cells, strict=True
                 )
             ],
-            ["history", "model", *matrix.columns],
+            ["history", "model", *matrix.columns, "stale"],
         )
         by_model = matrix.by_model()
         save_csv(
@@ -107,6 +117,32 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
                 for label, row in zip(by_model.rows, by_model.cells, strict=True)
             ],
             ["model", *by_model.columns],
+        )
+        save_csv(
+            "pei_self_vs_cross.csv",
+            [
+                {
+                    "model": f.model,
+                    "histories": f.histories,
+                    "self_mean": f.self_mean,
+                    "cross_mean": f.cross_mean,
+                    "self_minus_cross": f.difference,
+                    "p_value": f.p_value,
+                    "smallest_p": f.min_p,
+                    "p_exact": f.exact,
+                }
+                for f in self_vs_cross(matrix)
+            ],
+            [
+                "model",
+                "histories",
+                "self_mean",
+                "cross_mean",
+                "self_minus_cross",
+                "p_value",
+                "smallest_p",
+                "p_exact",
+            ],
         )
 
     images: list[tuple[str, str, bytes]] = []
