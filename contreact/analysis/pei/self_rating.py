@@ -72,13 +72,13 @@ class SelfCross:
         else:
             way = "higher" if self.difference > 0 else "lower"
             direction = f"{abs(self.difference):.2f} levels {way} than"
-        how = "exact" if self.exact else f"{PERMUTATIONS} random assignments, seed {SEED}"
+        how = "exact" if self.exact else f"from {PERMUTATIONS} random sign flips, seed {SEED}"
         return (
             f"{self.model} rated its own histories {direction} the other evaluators did "
-            f"(self {self.self_mean:.2f} vs cross {self.cross_mean:.2f}, "
+            f"(self {self.self_mean:.2f} vs cross {self.cross_mean:.2f} over "
             f"{self.histories} histor{'y' if self.histories == 1 else 'ies'}; "
-            f"sign-flip permutation p = {self.p_value:.3g} ({how}; "
-            f"smallest possible p {self.min_p:.3g})"
+            f"sign-flip permutation p = {self.p_value:.3g}, {how}; "
+            f"the smallest p possible here is {self.min_p:.3g})"
         )
 
 
