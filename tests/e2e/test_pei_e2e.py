@@ -386,6 +386,7 @@ def test_pei_a_reviewer_accepts(
 
     text, out_dir = report_of(backend, tmp_path, "r1")
     assert "### PEI self vs cross" in text
+    assert "](pei_self_vs_cross.png)" in text and (out_dir / "pei_self_vs_cross.png").stat().st_size
     sentence = next(line for line in text.splitlines() if "rated its own histories" in line)
     assert "stub-model" in sentence or "stub-other" in sentence
     rows = {r["model"]: r for r in csv_rows(out_dir / "pei_self_vs_cross.csv")}

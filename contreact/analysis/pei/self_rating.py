@@ -52,6 +52,8 @@ class SelfCross:
     """Two-sided sign-flip permutation p (None when no history qualifies)."""
     exact: bool = True
     """Whether p enumerates every sign assignment (else it is estimated)."""
+    differences: tuple[float, ...] = ()
+    """The per-history d_h, in row order."""
 
     @property
     def min_p(self) -> float | None:
@@ -129,6 +131,7 @@ def self_vs_cross(matrix: PeiMatrix) -> list[SelfCross]:
                 difference=float(d.mean()),
                 p_value=p,
                 exact=exact,
+                differences=tuple(float(v) for v in d),
             )
         )
     return found

@@ -22,7 +22,12 @@ from typing import Any
 from contreact.analysis.export import columns_of, write_csv
 from contreact.analysis.pei.self_rating import self_vs_cross
 from contreact.analysis.report.collect import ReportData, RunData, collect
-from contreact.analysis.report.plots import plot_cycles, plot_pei, plot_similarity
+from contreact.analysis.report.plots import (
+    plot_cycles,
+    plot_pei,
+    plot_self_cross,
+    plot_similarity,
+)
 from contreact.analysis.report.render import render_html, render_markdown
 from contreact.analysis.report.tables import markdown_table, model_rows, run_rows, whole
 from contreact.checkpoints.registry import RunRecord
@@ -163,6 +168,16 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
                 plot_pei(data.pei.by_model(), by_model=True),
             )
         )
+        figures = self_vs_cross(data.pei)
+        if any(f.differences for f in figures):
+            images.append(
+                (
+                    "pei_self_vs_cross.png",
+                    "PEI self vs cross: each model's self-rating minus the other evaluators' "
+                    "rating of its histories",
+                    plot_self_cross(figures),
+                )
+            )
     pngs = []
     for name, _, png in images:
         path = out_dir / name
