@@ -122,12 +122,12 @@ def render_markdown(data: ReportData, images: Sequence[tuple[str, str]]) -> str:
         "\n".join(f"- {h.line()}" for h in data.health) or "–",
     ]
     if data.pei is not None:
-        notes, sentences, instruments = _pei_text(data)
+        footnotes, sentences, instruments = _pei_text(data)
         parts += [
             "## PEI ratings (histories × evaluators)",
             PEI_ORDER,
             markdown_table(*pei_table(data.pei)),
-            *notes,
+            *footnotes,
             *(f"- {line}" for line in agreement_lines(data.pei.agreement())),
         ]
         parts += [
@@ -183,12 +183,12 @@ def render_html(data: ReportData, images: Sequence[tuple[str, str, bytes]]) -> s
         + "</ul>",
     ]
     if data.pei is not None:
-        notes, sentences, instruments = _pei_text(data)
+        footnotes, sentences, instruments = _pei_text(data)
         body += [
             "<h2>PEI ratings (histories × evaluators)</h2>",
             f'<p class="note">{html.escape(PEI_ORDER)}</p>',
             _html_table(*pei_table(data.pei)),
-            *(f'<p class="note pei-note">{html.escape(note)}</p>' for note in notes),
+            *(f'<p class="note pei-note">{html.escape(note)}</p>' for note in footnotes),
             "<ul>"
             + "".join(
                 f"<li>{html.escape(line)}</li>" for line in agreement_lines(data.pei.agreement())
