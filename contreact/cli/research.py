@@ -116,8 +116,9 @@ def pei(
         note = "" if status == "asked" else " (stored earlier)"
         note += " (manual)" if item.manual else ""
         if status == "stale":
-            again = "set it again with --set" if item.manual else "--refresh re-rates it"
-            note += f" (stale: rated at cycle {item.at_cycle} of {last_cycle}; {again})"
+            note += (
+                f" (stale: rated at cycle {item.at_cycle} of {last_cycle}; --refresh re-rates it)"
+            )
         out.print(
             f"{item.run_id} × {item.evaluator}: PEI {level}{note} [{item.omitted_text()}]",
             markup=False,

@@ -424,7 +424,13 @@ def test_pei_a_reviewer_accepts(
         "False"
     ] * 9
 
-    # --refresh asks again for the stale ratings only, at the run's last cycle.
+    # A level set by hand on a stale rating stays stale (it read the shorter history).
+    invoke(backend, "pei", "--set", extended, "stub-eval", "4")
+    out = invoke(backend, "pei", extended, "-e", "stub-eval")
+    assert "PEI 4 (stored earlier) (manual) (stale: rated at cycle 2 of 3;" in out
+
+    # --refresh asks again for the stale ratings only (the hand-set one too), at the run's
+    # last cycle.
     pei_stub.reset()
     refreshed = pei_json(backend, "--refresh", *(f"-e{e}" for e in THREE))
     asked = pei_stub.requests()
@@ -432,6 +438,7 @@ def test_pei_a_reviewer_accepts(
     assert all(req["body"]["model"] in THREE for req in asked)
     assert not any(r["stale"] for r in refreshed["results"])
     assert {r["at_cycle"] for r in refreshed["results"] if r["run_id"] == extended} == {3}
+    assert not any(r["manual"] for r in refreshed["results"])
     kept = {(r["run_id"], r["evaluator"]): r["created_at"] for r in report["results"]}
     for r in refreshed["results"]:
         if r["run_id"] != extended:

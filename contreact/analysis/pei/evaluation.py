@@ -187,10 +187,9 @@ def _evaluate_one(
     name = pei_run_id(run.run_id, evaluator)
     stored = stored_result(engine, run.run_id, evaluator)
     stale = stored is not None and stored.is_stale(at_cycle)
-    # A stale rating is kept until `refresh` asks again; a hand-set level is never replaced.
-    if stored is not None and (
-        stored.at_cycle == at_cycle or (stale and (not refresh or stored.manual))
-    ):
+    # A stale rating is kept until `refresh` asks again, a level set by hand too: it was
+    # about the shorter history.
+    if stored is not None and (stored.at_cycle == at_cycle or (stale and not refresh)):
         status: Status = "stale" if stale else "stored"
         if stored.manual:
             return stored, status
@@ -250,7 +249,7 @@ def evaluate(
         num_ctx: The evaluator's context (default: each run's `pei.num_ctx`).
         report: Called after each evaluation.
         refresh: Ask again where the stored rating is stale (made before the run's last
-            cycle); fresh ratings and levels set by hand are kept either way.
+            cycle), also one set by hand; fresh ratings are kept.
         skip_unfinished: Leave out runs that cannot be rated (listed in `skipped`)
             instead of refusing them all.
 
