@@ -88,11 +88,6 @@ class PeiOutcome:
     reused: int = 0
     """Results that were stored already (only re-parsed)."""
 
-    @property
-    def stale(self) -> list[PeiResult]:
-        """Results made before their run's last cycle (kept; `refresh` re-asks them)."""
-        return [r for r in self.results if r.is_stale(self.last_cycles[r.run_id])]
-
 
 Report = Callable[[PeiResult | PeiFailure, Status, int], None]
 """Called after each evaluation with the result (or failure), how it came about and the
@@ -125,18 +120,6 @@ def rateable(engine: Engine, runs: Sequence[RunRecord]) -> tuple[dict[str, int],
             continue
         last[run.run_id] = done[-1].cycle
     return last, skipped
-
-
-def check_runs(engine: Engine, runs: Sequence[RunRecord]) -> dict[str, int]:
-    """The last cycle of each run; every run must be completed with at least one cycle.
-
-    Raises:
-        AnalysisInputError: A run is not finished, naming it and its status.
-    """
-    last, skipped = rateable(engine, runs)
-    if skipped:
-        raise AnalysisInputError(skipped[0].reason)
-    return last
 
 
 def stored_config(run: RunRecord) -> Settings:
