@@ -142,7 +142,12 @@ def test_pei_gives_the_whole_history_and_the_model_matrix(
     ):
         body = req["body"]
         assert body["model"] == evaluator and not body.get("tools")
-        assert body["options"]["num_ctx"] == 32768  # the default pei.num_ctx
+        # The evaluator's own defaults (pei.*), not the run's temperature 0.6.
+        assert {k: body["options"].get(k) for k in ("temperature", "seed", "num_ctx")} == {
+            "temperature": 0.0,
+            "seed": 42,
+            "num_ctx": 32768,
+        }
         messages = body["messages"]
         assert messages[0]["role"] == "system" and messages[-1] == {
             "role": "user",
