@@ -181,6 +181,14 @@ def pei(
             out.print(f"* {note}", markup=False)
         for agreement in agreements:
             out.print(describe(agreement), markup=False)
+        out.print("By model (mean over replicates; the diagonal: self-ratings):", markup=False)
+        emit_table(
+            ["history model \\ evaluator", *by_model.columns],
+            [
+                [label, *("–" if v is None else f"{v:g}" for v in row)]
+                for label, row in zip(by_model.rows, by_model.cells, strict=True)
+            ],
+        )
         for figure in figures:
             out.print(f"Self vs cross: {figure.sentence()}", markup=False)
     for skipped in outcome.skipped:

@@ -415,6 +415,9 @@ def test_pei_a_reviewer_accepts(
     assert pei_stub.requests() == []
     assert out.count("(stale: rated at cycle 2 of 3; --refresh re-rates it)") == 3
     assert out.count("stale*") == 3
+    model_rows = out.split("the diagonal: self-ratings):")[1].strip().splitlines()
+    assert model_rows[0].split("\t") == ["history model \\ evaluator", *order]
+    assert model_rows[1].split("\t")[:2] == ["stub-model", f"{level[(rated[1], 'stub-model')]:g}"]
     stale = pei_json(backend, *(f"-e{e}" for e in THREE))
     assert [r["run_id"] for r in stale["results"] if r["stale"]] == [extended] * 3
     assert stale["matrix"]["cells"][0] == [None, None, None]
