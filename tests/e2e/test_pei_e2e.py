@@ -426,6 +426,9 @@ def test_pei_a_reviewer_accepts(
     assert text.count("stale*") == 3 + 3  # the run matrix's cells, the answers' cycles
     assert f"stub-eval's rating of {extended} is stale: made at cycle 2 of 3" in text
     assert "2 of 3 (stale*)" in text
+    page = (out_dir / "report.html").read_text(encoding="utf-8")
+    assert page.count("stale*") == text.count("stale*") and "PEI self vs cross" in page
+    assert f"stub-eval&#x27;s rating of {extended} is stale: made at cycle 2 of 3" in page
     by_run = csv_rows(out_dir / "pei_matrix.csv")
     assert by_run[0]["stub-model"] == "" and "rated at cycle 2 of 3" in by_run[0]["stale"]
     assert [a["stale"] for a in csv_rows(out_dir / "pei_results.csv")] == ["True"] * 3 + [
