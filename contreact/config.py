@@ -194,6 +194,17 @@ class PeiSettings(_Strict):
     num_ctx: int = Field(32768, ge=256)
     """The evaluator's context window (room for a 10-cycle paper-length history); the rated
     history is fitted into it."""
+    temperature: float = Field(0.0, ge=0)
+    """The evaluator's sampling temperature: its own, never the rated run's. 0 (greedy): an
+    evaluator is an instrument, and the same history should get the same answer."""
+    seed: int | None = 42
+    """The evaluator's seed (`null` sends none)."""
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The Ollama options sent with each PEI question (a `null` seed is not sent)."""
+        sent = {"temperature": self.temperature, "seed": self.seed, "num_ctx": self.num_ctx}
+        return {k: v for k, v in sent.items() if v is not None}
 
 
 REFLECTION_SCHEMA_FILE = Path(__file__).resolve().parent / "data" / "reflection_schema.json"

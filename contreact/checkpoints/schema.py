@@ -128,11 +128,13 @@ pei = Table(
     Column("created_at", String(40), nullable=False),
     Column("omitted", Text, nullable=True),
     Column("manual", Boolean, nullable=False, server_default="0"),
+    Column("options", Text, nullable=True),
 )
 """One PEI rating per (rated run, evaluator model); `level` is None when none was parsed.
 
 `omitted` (JSON) says what of the history did not fit the evaluator's context; `manual`
-marks a level set by hand."""
+marks a level set by hand; `options` (JSON) are the Ollama options the question was sent
+with (None: rated before they were recorded, or set by hand)."""
 
 
 schema_marks = Table(

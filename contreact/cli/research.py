@@ -1,9 +1,10 @@
 """Research commands: `contreact pei`, `report` and `export`.
 
 Thin: parse the arguments, call `contreact.analysis`, print what came out. Input a
-researcher must fix (unknown run or batch, an unfinished run for PEI, an unknown export
-format) exits 2 with one line; an evaluator run that fails exits 1 after every other
-evaluation has been done and stored.
+researcher must fix (unknown run or batch, an unfinished run named for PEI, an unknown
+export format) exits 2 with one line; an evaluator run that fails, or a run of a
+`pei --batch` that cannot be rated (named with why, one line each), exits 1 after every
+other evaluation has been done and stored.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from contreact.cli.app import BadInputError, command, err, fail, out, storage
 from contreact.cli.output import emit_json, emit_table
+
+if TYPE_CHECKING:
+    from contreact.analysis.pei.matrix import StaleRating
 
 T = TypeVar("T")
 
@@ -54,20 +58,31 @@ def pei(
         bool,
         typer.Option("--set", help="Record a level by hand: pei --set RUN EVALUATOR LEVEL."),
     ] = False,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            "--refresh",
+            help="Re-rate stale ratings (made before the run's last cycle); others are reused.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Rate finished runs on the PEI scale (Szeider 2025, Box 2) by each evaluator model.
 
     Each evaluator is given the run's whole history (every cycle's turns, tool calls,
     tool results and reflections; the oldest left out first when it exceeds --num-ctx)
-    and the PEI question, with no tools; the level is parsed and stored. Running it again
-    reuses stored ratings. `pei --set RUN EVALUATOR LEVEL` records a level by hand.
+    and the PEI question, with no tools and its own options (the run's pei section);
+    the level is parsed and stored. Running it again reuses stored ratings; one made
+    before the run's last cycle is flagged stale, and --refresh re-rates it. With --batch,
+    runs that cannot be rated are named and skipped (exit 1). `pei --set RUN EVALUATOR
+    LEVEL` records a level by hand.
     """
     from contreact.analysis.agreement import describe
-    from contreact.analysis.pei.evaluation import PeiFailure, evaluate
+    from contreact.analysis.pei.evaluation import PeiFailure, Status, evaluate
     from contreact.analysis.pei.evaluation import set_level as record_level
     from contreact.analysis.pei.matrix import build_matrix
     from contreact.analysis.pei.results import PeiResult
+    from contreact.analysis.pei.self_rating import self_vs_cross
     from contreact.analysis.runs import select_runs
     from contreact.checkpoints.engines import engine_for
     from contreact.evaluate import ask_evaluator
@@ -91,52 +106,107 @@ def pei(
     chosen = _checked(lambda: select_runs(engine, runs, batch))
     names = [e for item in evaluator or [] for e in item.split(",") if e.strip()]
 
-    def show(item: PeiResult | PeiFailure, reused: bool) -> None:
+    def show(item: PeiResult | PeiFailure, status: Status, last_cycle: int) -> None:
         if as_json:
             return
         if isinstance(item, PeiFailure):
             err.print(f"{item.run_id} × {item.evaluator}: failed ({item.reason})", markup=False)
             return
         level = item.level if item.level is not None else f"no level ({item.reason})"
-        note = " (stored earlier)" if reused else ""
+        note = "" if status == "asked" else " (stored earlier)"
         note += " (manual)" if item.manual else ""
+        if status == "stale":
+            note += (
+                f" (stale: rated at cycle {item.at_cycle} of {last_cycle}; --refresh re-rates it)"
+            )
         out.print(
             f"{item.run_id} × {item.evaluator}: PEI {level}{note} [{item.omitted_text()}]",
             markup=False,
         )
 
     outcome = _checked(
-        lambda: evaluate(where, chosen, names, ask=ask_evaluator, num_ctx=num_ctx, report=show)
+        lambda: evaluate(
+            where,
+            chosen,
+            names,
+            ask=ask_evaluator,
+            num_ctx=num_ctx,
+            report=show,
+            refresh=refresh,
+            skip_unfinished=batch is not None,
+        )
     )
+    rated = [r for r in chosen if r.run_id in outcome.last_cycles]
     columns = list(dict.fromkeys(e.strip() for e in names))
-    matrix = build_matrix(outcome.results, chosen, columns)
+    matrix = build_matrix(outcome.results, rated, columns, outcome.last_cycles)
+    by_model = matrix.by_model()
     agreements = matrix.agreement()
+    figures = self_vs_cross(matrix)
     if as_json:
         payload = {
-            "results": [r.__dict__ for r in outcome.results],
+            "results": [
+                {
+                    **r.__dict__,
+                    "last_cycle": outcome.last_cycles[r.run_id],
+                    "stale": r.is_stale(outcome.last_cycles[r.run_id]),
+                }
+                for r in outcome.results
+            ],
             "failures": [f.__dict__ for f in outcome.failures],
+            "skipped": [s.__dict__ for s in outcome.skipped],
             "matrix": {"rows": matrix.rows, "columns": matrix.columns, "cells": matrix.cells},
             "model_matrix": {
-                "rows": (by_model := matrix.by_model()).rows,
+                "rows": by_model.rows,
                 "columns": by_model.columns,
                 "cells": by_model.cells,
             },
             "evaluator_means": dict(zip(matrix.columns, matrix.evaluator_means, strict=True)),
             "agreement": [a.__dict__ for a in agreements],
+            "self_vs_cross": [{**f.__dict__, "min_p": f.min_p} for f in figures],
+            "notes": matrix.notes(),
         }
         emit_json(payload)
     else:
         rows = [
-            [label, *("–" if v is None else f"{v:g}" for v in row)]
-            for label, row in zip(matrix.rows, matrix.cells, strict=True)
+            [
+                label,
+                *(_pei_cell(v, matrix.stale_at(i, j)) for j, v in enumerate(matrix.cells[i])),
+            ]
+            for i, label in enumerate(matrix.rows)
         ]
         means = matrix.evaluator_means
         rows.append(["mean", *("–" if v is None else f"{v:.2f}" for v in means)])
         emit_table(["history \\ evaluator", *matrix.columns], rows)
+        for note in matrix.notes():
+            out.print(f"* {note}", markup=False)
         for agreement in agreements:
             out.print(describe(agreement), markup=False)
+        out.print("By model (mean over replicates; the diagonal: self-ratings):", markup=False)
+        emit_table(
+            ["history model \\ evaluator", *by_model.columns],
+            [
+                [label, *("–" if v is None else f"{v:g}" for v in row)]
+                for label, row in zip(by_model.rows, by_model.cells, strict=True)
+            ],
+        )
+        for figure in figures:
+            out.print(f"Self vs cross: {figure.sentence()}", markup=False)
+    for skipped in outcome.skipped:
+        err.print(f"skipped: {skipped.reason}", markup=False)
+    problems = []
     if outcome.failures:
-        fail(f"{len(outcome.failures)} of the PEI evaluations failed (see above)", 1)
+        problems.append(f"{len(outcome.failures)} of the PEI evaluations failed")
+    if outcome.skipped:
+        problems.append(f"{len(outcome.skipped)} run(s) could not be rated")
+    if problems:
+        fail(" and ".join(problems) + " (see above)", 1)
+
+
+def _pei_cell(value: float | None, stale: StaleRating | None) -> str:
+    """A run-matrix cell; a stale rating shows its level, marked (it is not in the means)."""
+    if stale is not None:
+        return f"({'–' if stale.level is None else stale.level}) stale*"
+    return "–" if value is None else f"{value:g}"
 
 
 def _default_out(batch: str | None, run_ids: list[str]) -> Path:

@@ -142,7 +142,12 @@ def test_pei_gives_the_whole_history_and_the_model_matrix(
     ):
         body = req["body"]
         assert body["model"] == evaluator and not body.get("tools")
-        assert body["options"]["num_ctx"] == 32768  # the default pei.num_ctx
+        # The evaluator's own defaults (pei.*), not the run's temperature 0.6.
+        assert {k: body["options"].get(k) for k in ("temperature", "seed", "num_ctx")} == {
+            "temperature": 0.0,
+            "seed": 42,
+            "num_ctx": 32768,
+        }
         messages = body["messages"]
         assert messages[0]["role"] == "system" and messages[-1] == {
             "role": "user",
@@ -296,3 +301,184 @@ def test_pei_bad_input_and_a_failing_evaluator(
     with engine.connect() as conn:
         stored = conn.execute(select(pei_results.c.evaluator)).scalars().all()
     assert stored == ["stub-model"]
+
+
+# ------------------------------------------------ a reviewer's PEI (issue 28, must-show 3)
+
+THREE = ["stub-eval", "stub-other", "stub-model"]  # asked in another order than the config's
+
+
+def small_batch(backend: Backend, server: StubServer, tmp_path: Path, **extra: Any) -> list[str]:
+    """A 2-model x 2-replicate x 2-cycle batch `s`, run in-process; its run ids."""
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "batch": "s",
+                "models": MODELS,
+                "replicates": 2,
+                "cycles": 2,
+                "ollama": {"host": server.url, "timeout_s": 20, "retries": 0},
+                "storage": backend.storage_yaml(),
+                **extra,
+            }
+        ),
+        encoding="utf-8",
+    )
+    spec = load_batch(path)
+    for planned in spec.runs:
+        start_run(parse_config(planned.config, planned.run_id), backend.storage())
+    return [r.run_id for r in spec.runs]
+
+
+def pei_json(backend: Backend, *args: str) -> dict[str, Any]:
+    code, out, err = in_process(backend, "pei", "--batch", "s", *args, "--json")
+    assert code == 0, out + err
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def report_of(backend: Backend, tmp_path: Path, name: str) -> tuple[str, Path]:
+    out_dir = tmp_path / name
+    invoke(backend, "report", "--batch", "s", "--out", str(out_dir))
+    return (out_dir / "report.md").read_text(encoding="utf-8"), out_dir
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    import csv
+
+    with path.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_pei_a_reviewer_accepts(
+    sqlite_backend: Backend, pei_stub: StubServer, tmp_path: Path
+) -> None:
+    backend = sqlite_backend
+    # The runs sample at 0.6 with seed 42 (the defaults); the evaluator has its own options.
+    rated = small_batch(backend, pei_stub, tmp_path, pei={"temperature": 0.2, "seed": 7})
+    pei_stub.reset()
+    report = pei_json(backend, *(f"-e{e}" for e in THREE))
+    own = {"temperature": 0.2, "seed": 7, "num_ctx": 32768}
+    for request in pei_stub.requests():
+        assert {k: request["body"]["options"].get(k) for k in own} == own
+    assert all(json.loads(r["options"]) == own for r in report["results"])
+    assert not any(r["stale"] for r in report["results"])
+
+    # One order for both matrices: the config's models, then the other evaluator; so the
+    # model x model diagonal holds each model's ratings of its own histories.
+    level = {(r["run_id"], r["evaluator"]): float(r["level"]) for r in report["results"]}
+    order = ["stub-model", "stub-other", "stub-eval"]
+    assert report["matrix"]["columns"] == order and report["model_matrix"]["columns"] == order
+    assert report["model_matrix"]["rows"] == MODELS
+    for i, model in enumerate(MODELS):
+        own_runs = [r for r in rated if f".{model}." in r]
+        self_mean = sum(level[(r, model)] for r in own_runs) / len(own_runs)
+        assert report["model_matrix"]["cells"][i][i] == pytest.approx(self_mean)
+
+    # Self vs cross per model, by hand: self-rating minus the others' mean, per history.
+    figures = {f["model"]: f for f in report["self_vs_cross"]}
+    for model in MODELS:
+        own_runs = [r for r in rated if f".{model}." in r]
+        d = [
+            level[(r, model)] - sum(level[(r, e)] for e in THREE if e != model) / 2
+            for r in own_runs
+        ]
+        assert figures[model]["difference"] == pytest.approx(sum(d) / 2)
+        # Two histories, 4 sign assignments: when both differences share a sign only
+        # flipping both reaches the observed |mean| (p = 2/4); otherwise all do (p = 1).
+        assert figures[model]["p_value"] == (0.5 if d[0] * d[1] > 0 else 1.0)
+        assert figures[model]["min_p"] == 0.5
+
+    text, out_dir = report_of(backend, tmp_path, "r1")
+    assert "### PEI self vs cross" in text
+    assert "](pei_self_vs_cross.png)" in text and (out_dir / "pei_self_vs_cross.png").stat().st_size
+    sentence = next(line for line in text.splitlines() if "rated its own histories" in line)
+    assert "stub-model" in sentence or "stub-other" in sentence
+    rows = {r["model"]: r for r in csv_rows(out_dir / "pei_self_vs_cross.csv")}
+    for model in MODELS:
+        assert float(rows[model]["self_minus_cross"]) == pytest.approx(figures[model]["difference"])
+    answers = csv_rows(out_dir / "pei_results.csv")
+    assert {a["stale"] for a in answers} == {"False"}
+    assert all(json.loads(a["options"]) == own for a in answers)
+    assert all(a["at_cycle"] == a["run_last_cycle"] == "2" for a in answers)
+    sha = answers[0]["instrument_sha"]
+    assert f"PEI instrument SHA-256 {sha}: 12 rating(s)" in text
+    assert "2 of 2" in text and "temperature=0.2, seed=7, num_ctx=32768" in text
+    assert "stale" not in text
+
+    # The run goes on after it was rated: its ratings are stale everywhere they appear,
+    # and kept out of the means.
+    extended = rated[0]
+    invoke(backend, "resume", extended, "--cycles", "1", "-q")
+    pei_stub.reset()
+    out = invoke(backend, "pei", "--batch", "s", *(f"-e{e}" for e in THREE))
+    assert pei_stub.requests() == []
+    assert out.count("(stale: rated at cycle 2 of 3; --refresh re-rates it)") == 3
+    assert out.count("stale*") == 3
+    model_rows = out.split("the diagonal: self-ratings):")[1].strip().splitlines()
+    assert model_rows[0].split("\t") == ["history model \\ evaluator", *order]
+    assert model_rows[1].split("\t")[:2] == ["stub-model", f"{level[(rated[1], 'stub-model')]:g}"]
+    stale = pei_json(backend, *(f"-e{e}" for e in THREE))
+    assert [r["run_id"] for r in stale["results"] if r["stale"]] == [extended] * 3
+    assert stale["matrix"]["cells"][0] == [None, None, None]
+    assert stale["model_matrix"]["cells"][0][0] == level[(rated[1], "stub-model")]
+    text, out_dir = report_of(backend, tmp_path, "r2")
+    assert text.count("stale*") == 3 + 3  # the run matrix's cells, the answers' cycles
+    assert f"stub-eval's rating of {extended} is stale: made at cycle 2 of 3" in text
+    assert "2 of 3 (stale*)" in text
+    page = (out_dir / "report.html").read_text(encoding="utf-8")
+    assert page.count("stale*") == text.count("stale*") and "PEI self vs cross" in page
+    assert f"stub-eval&#x27;s rating of {extended} is stale: made at cycle 2 of 3" in page
+    by_run = csv_rows(out_dir / "pei_matrix.csv")
+    assert by_run[0]["stub-model"] == "" and "rated at cycle 2 of 3" in by_run[0]["stale"]
+    assert [a["stale"] for a in csv_rows(out_dir / "pei_results.csv")] == ["True"] * 3 + [
+        "False"
+    ] * 9
+
+    # A level set by hand on a stale rating stays stale (it read the shorter history).
+    invoke(backend, "pei", "--set", extended, "stub-eval", "4")
+    out = invoke(backend, "pei", extended, "-e", "stub-eval")
+    assert "PEI 4 (stored earlier) (manual) (stale: rated at cycle 2 of 3;" in out
+
+    # --refresh asks again for the stale ratings only (the hand-set one too), at the run's
+    # last cycle.
+    pei_stub.reset()
+    refreshed = pei_json(backend, "--refresh", *(f"-e{e}" for e in THREE))
+    asked = pei_stub.requests()
+    assert len(asked) == 3
+    assert all(req["body"]["model"] in THREE for req in asked)
+    assert not any(r["stale"] for r in refreshed["results"])
+    assert {r["at_cycle"] for r in refreshed["results"] if r["run_id"] == extended} == {3}
+    assert not any(r["manual"] for r in refreshed["results"])
+    kept = {(r["run_id"], r["evaluator"]): r["created_at"] for r in report["results"]}
+    for r in refreshed["results"]:
+        if r["run_id"] != extended:
+            assert r["created_at"] == kept[(r["run_id"], r["evaluator"])]
+    text, _ = report_of(backend, tmp_path, "r3")
+    assert "stale" not in text
+    # Histories of 3 and 2 cycles are now pooled in the means, and the report says so.
+    assert "pool histories of different lengths: 2 cycles (" in text
+    assert f"3 cycles ({extended})" in text
+
+
+def test_pei_batch_rates_what_it_can_and_names_the_rest(
+    sqlite_backend: Backend, pei_stub: StubServer, tmp_path: Path
+) -> None:
+    backend = sqlite_backend
+    # One run of the batch fails: its model is not served by the stub.
+    rated = small_batch(backend, pei_stub, tmp_path, models=["stub-model", "missing-model"])
+    engine = engine_for(backend.storage())
+    statuses = {r: get_run(engine, r).status for r in rated}
+    failed = [r for r, status in statuses.items() if status != "completed"]
+    assert failed and len(failed) < len(rated), statuses
+    code, out, err = in_process(backend, "pei", "--batch", "s", "-e", "stub-eval")
+    assert code == 1
+    for run_id in failed:
+        assert f"skipped: run {run_id} is {statuses[run_id]}" in err
+    assert f"{len(failed)} run(s) could not be rated" in err
+    for run_id in rated:
+        assert (f"{run_id} × stub-eval: PEI" in out) == (run_id not in failed)
+    assert {r.run_id for r in stored_results(engine)} == set(rated) - set(failed)
+    # Named runs are still checked strictly: exit 2, nothing asked.
+    code, _, err = in_process(backend, "pei", failed[0], "-e", "stub-eval")
+    assert code == 2 and "not completed" in err

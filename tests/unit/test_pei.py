@@ -6,6 +6,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
@@ -13,8 +14,14 @@ from contreact.analysis.agreement import describe, icc_a1, kendalls_w
 from contreact.analysis.pei.answers import parse_level
 from contreact.analysis.pei.history import ANSWER_RESERVE_TOKENS, CycleTurns, History, fit_history
 from contreact.analysis.pei.instrument import INSTRUMENT_FILE, instrument_sha, load_instrument
-from contreact.analysis.pei.matrix import build_matrix
+from contreact.analysis.pei.matrix import build_matrix, model_order
 from contreact.analysis.pei.results import PeiResult, evaluator_slug, pei_run_id
+from contreact.analysis.pei.self_rating import (
+    EXACT_UP_TO,
+    PERMUTATIONS,
+    self_vs_cross,
+    sign_flip_p,
+)
 from contreact.analysis.runs import AnalysisInputError
 from contreact.checkpoints.registry import RUN_ID_PATTERN, RunRecord
 
@@ -253,3 +260,106 @@ def test_matrix_means_and_per_model_view() -> None:
     ordered = build_matrix(results, runs, ["e2", "e1", "e3"])
     assert ordered.cells[0] == [5, 1, None] and ordered.evaluator_means[2] is None
     assert math.isclose(ordered.evaluator_means[0] or 0, 7.0)
+
+
+def rated_at(run_id: str, evaluator: str, level: int | None, at_cycle: int) -> PeiResult:
+    return PeiResult(run_id, evaluator, f"{run_id}.pei", at_cycle, level, "", "", "", "")
+
+
+def test_both_matrices_use_one_order_so_the_diagonal_holds_self_ratings() -> None:
+    # Config order B, A; evaluators named in yet another order, with one outside evaluator.
+    runs = [run("b1", "B"), run("b2", "B"), run("a1", "A")]
+    results = [rating(r.run_id, e, lvl) for r in runs for e, lvl in (("J", 1), ("A", 4), ("B", 9))]
+    results = [*results, rating("b2", "B", 7)]  # replaces b2's B rating
+    matrix = build_matrix(results, runs, ["J", "A", "B"])
+    assert matrix.columns == ["B", "A", "J"]
+    assert model_order(["B", "B", "A"], ["J", "A", "B"]) == ["B", "A", "J"]
+    by_model = matrix.by_model()
+    assert by_model.rows == ["B", "A"] and by_model.columns == ["B", "A", "J"]
+    assert [by_model.cells[i][i] for i in range(2)] == [8.0, 4.0]  # B on B (9, 7), A on A
+    assert [matrix.self_column(i) for i in range(3)] == [0, 0, 1]
+    # The report's default (evaluators sorted) gets the same order.
+    assert build_matrix(results, runs).columns == ["B", "A", "J"]
+    # A model that lived histories but did not evaluate comes after those that did.
+    late = build_matrix(results, [run("c1", "C"), *runs], ["A", "B"]).by_model()
+    assert late.rows == ["B", "A", "C"] and late.columns == ["B", "A"]
+
+
+def test_a_stale_rating_is_kept_out_of_the_means_and_listed() -> None:
+    runs = [run("a1", "A"), run("b1", "B")]
+    results = [
+        rated_at("a1", "A", 2, 5), rated_at("a1", "B", 6, 7),
+        rated_at("b1", "A", 4, 7), rated_at("b1", "B", 8, 7),
+    ]  # fmt: skip
+    matrix = build_matrix(results, runs, ["A", "B"], {"a1": 7, "b1": 7})
+    assert matrix.cells == [[None, 6.0], [4.0, 8.0]]
+    assert matrix.evaluator_means == [4.0, 7.0]
+    (stale,) = matrix.stale
+    assert (stale.run_id, stale.evaluator, stale.level, stale.at_cycle) == ("a1", "A", 2, 5)
+    assert matrix.stale_at(0, 0) == stale and matrix.stale_at(1, 0) is None
+    assert matrix.notes() == [stale.describe()] and "made at cycle 5 of 7" in stale.describe()
+    assert matrix.by_model().cells[0] == [None, 6.0]
+    # Without the runs' last cycles, a rating behind another rating of its run is stale.
+    assert build_matrix(results, runs, ["A", "B"]).stale == matrix.stale
+
+
+def test_histories_of_different_lengths_are_pooled_only_with_a_note() -> None:
+    runs = [run("a1", "A"), run("a2", "A")]
+    results = [rated_at("a1", "E", 3, 5), rated_at("a2", "E", 5, 7)]
+    matrix = build_matrix(results, runs, ["E"], {"a1": 5, "a2": 7})
+    assert not matrix.stale
+    assert matrix.notes() == [
+        "these means pool histories of different lengths: 5 cycles (a1); 7 cycles (a2)"
+    ]
+    assert "5 cycles (A); 7 cycles (A)" in matrix.by_model().notes()[0]
+    same = [rated_at("a1", "E", 3, 7), rated_at("a2", "E", 5, 7)]
+    assert build_matrix(same, runs, ["E"], {"a1": 7, "a2": 7}).notes() == []
+
+
+# ------------------------------------------------------------------- self vs cross
+
+
+def test_self_vs_cross_difference_and_exact_permutation_p() -> None:
+    runs = [run(f"a{i}", "A") for i in range(4)] + [run("b0", "B")]
+    levels = {  # history: (A's self-rating, the others' ratings)
+        "a0": (6, [2, 4]),  # d = 6 - 3 = 3
+        "a1": (5, [4]),  # d = 1 (E did not rate a1)
+        "a2": (7, [3, 5]),  # d = 3
+        "a3": (None, [1, 1]),  # no self-rating: not used
+    }
+    results = [rating("b0", "A", 2), rating("b0", "B", 9)]
+    for run_id, (own, others) in levels.items():
+        results.append(rating(run_id, "A", own))
+        results += [rating(run_id, e, v) for e, v in zip(("B", "E"), others, strict=False)]
+    a, b = self_vs_cross(build_matrix(results, runs, ["A", "B", "E"]))
+    assert (a.model, a.histories) == ("A", 3)
+    assert a.self_mean == pytest.approx(6.0) and a.cross_mean == pytest.approx((3 + 4 + 4) / 3)
+    assert a.difference == pytest.approx(7 / 3) == a.self_mean - a.cross_mean
+    # d = (3, 1, 3), all positive: of the 8 sign flips only all-plus and all-minus reach
+    # |mean| 7/3, so p = 2/8, the smallest possible with 3 histories.
+    assert a.p_value == pytest.approx(0.25) and a.exact and a.min_p == pytest.approx(0.25)
+    assert "A rated its own histories 2.33 levels higher than" in a.sentence()
+    assert (b.model, b.histories, b.difference) == ("B", 1, pytest.approx(7.0))
+    # A model never rated by another evaluator has no figure, and says why.
+    (only,) = self_vs_cross(build_matrix([rating("b0", "B", 9)], [run("b0", "B")], ["B"]))
+    assert only.difference is None and "no self vs cross figure" in only.sentence()
+
+
+def test_sign_flip_p_exact_and_estimated() -> None:
+    assert sign_flip_p(np.array([1.0, -1.0])) == (1.0, True)
+    assert sign_flip_p(np.array([0.0, 0.0, 0.0])) == (1.0, True)
+    # Mixed signs: d = (2, 2, -1, 2), |mean| 1.25; flips reaching it: by hand 4 of 16.
+    p, exact = sign_flip_p(np.array([2.0, 2.0, -1.0, 2.0]))
+    sums = [
+        abs(2 * a + 2 * b - c + 2 * d)
+        for a in (1, -1)
+        for b in (1, -1)
+        for c in (1, -1)
+        for d in (1, -1)
+    ]
+    assert exact and p == pytest.approx(sum(s >= 5 for s in sums) / 16) == 0.25
+    # Beyond EXACT_UP_TO histories the p is estimated, seeded: the same twice.
+    many = np.array([1.0] * (EXACT_UP_TO + 4))
+    first = sign_flip_p(many)
+    assert first == sign_flip_p(many) and not first[1]
+    assert first[0] == pytest.approx(1 / (PERMUTATIONS + 1), abs=1e-4)

@@ -19,13 +19,16 @@ always stay. What was left out is stored with the answer and shown in reports.
 
 The model call itself is not made here: `contreact.analysis` reads runs and never drives
 them, so the face passes in an `Ask` (see `contreact.evaluate`). One row per (run,
-evaluator) is stored in `contreact_pei`, so running `pei` again reuses stored answers
-(re-parsing them) instead of asking again; a level set by hand (`pei --set`) is marked
-manual and kept. Across runs x evaluators: the matrix, evaluator means, and agreement
-statistics (see `contreact.analysis.agreement`).
+evaluator) is stored in `contreact_pei` with the evaluator's own options, so running
+`pei` again reuses stored answers (re-parsing them) instead of asking again; a level set by
+hand (`pei --set`) is marked manual and kept. A rating made before its run's last cycle is
+stale: flagged, left out of the means, and asked again by `pei --refresh`. Across runs x
+evaluators: the matrix, evaluator means, agreement statistics (see
+`contreact.analysis.agreement`) and the self vs cross figure.
 
 The modules, in the order a rating passes through them: `instrument` (the question),
 `history` (the run's conversation, fitted to the evaluator's context), `evaluation`
 (asking every evaluator about every run), `answers` (the level read from a reply),
-`results` (the stored ratings) and `matrix` (ratings as histories x evaluators).
+`results` (the stored ratings), `matrix` (ratings as histories x evaluators, stale ones
+left out) and `self_rating` (a model's ratings of its own histories against the others').
 """

@@ -3,6 +3,11 @@
 `contreact.analysis` reads runs and never drives them: the model call is made by the face,
 which passes in an `Ask` (see `contreact.evaluate`). Every run is checked before any model
 is asked, and a rating stored earlier is reused (its answer re-parsed) instead of asked again.
+
+The evaluator is sent its own options (the rated run's `pei` section: temperature, seed,
+num_ctx; never the run's own sampling options), and they are stored with the rating. A
+stored rating made before the run's last cycle (the run was extended since) is stale: it
+is reused and flagged, and re-asked only when `refresh` says so (`pei --refresh`).
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 from sqlalchemy import Engine
@@ -36,7 +41,7 @@ class Question:
     host: str
     messages: list[BaseMessage]
     options: dict[str, Any]
-    """Ollama options: the rated run's (temperature, seed) with `num_ctx` = `pei.num_ctx`."""
+    """Ollama options: the evaluator's own (`pei.temperature`, `pei.seed`, `pei.num_ctx`)."""
     timeout_s: float
 
 
@@ -58,39 +63,63 @@ class PeiFailure:
     reason: str
 
 
+@dataclass(frozen=True)
+class PeiSkipped:
+    """A run that cannot be rated (not completed, or no finished cycle), and why."""
+
+    run_id: str
+    reason: str
+
+
+Status = Literal["asked", "stored", "stale"]
+"""How a rating came about: asked now, stored earlier, or stored earlier and stale."""
+
+
 @dataclass
 class PeiOutcome:
     """What one `evaluate` call did."""
 
     results: list[PeiResult] = field(default_factory=list)
     failures: list[PeiFailure] = field(default_factory=list)
+    skipped: list[PeiSkipped] = field(default_factory=list)
+    """Runs left out (only with `skip_unfinished`)."""
+    last_cycles: dict[str, int] = field(default_factory=dict)
+    """Each rated run's last cycle (a rating made before it is stale)."""
     reused: int = 0
     """Results that were stored already (only re-parsed)."""
 
 
-Report = Callable[[PeiResult | PeiFailure, bool], None]
-"""Called after each evaluation with the result (or failure) and whether it was reused."""
+Report = Callable[[PeiResult | PeiFailure, Status, int], None]
+"""Called after each evaluation with the result (or failure), how it came about and the
+rated run's last cycle."""
 
 
-def check_runs(engine: Engine, runs: Sequence[RunRecord]) -> dict[str, int]:
-    """The last cycle of each run; every run must be completed with at least one cycle.
+def rateable(engine: Engine, runs: Sequence[RunRecord]) -> tuple[dict[str, int], list[PeiSkipped]]:
+    """The last cycle of each run that can be rated, and the runs that cannot, with why.
 
-    Raises:
-        AnalysisInputError: A run is not finished, naming it and its status.
+    A run can be rated when it is completed and has at least one finished cycle.
     """
     last: dict[str, int] = {}
+    skipped: list[PeiSkipped] = []
     for run in runs:
         if run.status != "completed":
             why = f" ({run.reason})" if run.reason else ""
-            raise AnalysisInputError(
-                f"run {run.run_id} is {run.status}{why}, not completed: PEI rates a finished "
-                f"history (finish it first, e.g. `contreact resume {run.run_id}`)"
+            skipped.append(
+                PeiSkipped(
+                    run.run_id,
+                    f"run {run.run_id} is {run.status}{why}, not completed: PEI rates a "
+                    f"finished history (finish it first, e.g. `contreact resume {run.run_id}`)",
+                )
             )
+            continue
         done = cycle_records(engine, run.run_id)
         if not done:
-            raise AnalysisInputError(f"run {run.run_id} has no finished cycle to rate")
+            skipped.append(
+                PeiSkipped(run.run_id, f"run {run.run_id} has no finished cycle to rate")
+            )
+            continue
         last[run.run_id] = done[-1].cycle
-    return last
+    return last, skipped
 
 
 def stored_config(run: RunRecord) -> Settings:
@@ -106,6 +135,12 @@ def pei_num_ctx(run: RunRecord, override: int | None = None) -> int:
     return stored_config(run).pei.num_ctx
 
 
+def pei_options(run: RunRecord, num_ctx: int) -> dict[str, Any]:
+    """The evaluator's own options for rating `run`: its `pei` section, with `num_ctx`."""
+    settings = stored_config(run).pei
+    return {**settings.options, "num_ctx": num_ctx}
+
+
 def question_for(
     engine: Engine, run: RunRecord, at_cycle: int, evaluator: str, instrument: str, num_ctx: int
 ) -> tuple[Question, Omitted]:
@@ -116,7 +151,7 @@ def question_for(
         evaluator=evaluator,
         host=run.host,
         messages=messages,
-        options={**config.sent_options, "num_ctx": num_ctx},
+        options=pei_options(run, num_ctx),
         timeout_s=config.ollama.timeout_s,
     )
     return question, omitted
@@ -130,25 +165,30 @@ def _evaluate_one(
     instrument: str,
     ask: Ask,
     num_ctx: int | None,
-) -> tuple[PeiResult | PeiFailure, bool]:
+    refresh: bool,
+) -> tuple[PeiResult | PeiFailure, Status]:
     name = pei_run_id(run.run_id, evaluator)
     stored = stored_result(engine, run.run_id, evaluator)
-    if stored is not None and stored.at_cycle == at_cycle:
+    stale = stored is not None and stored.is_stale(at_cycle)
+    # A stale rating is kept until `refresh` asks again, a level set by hand too: it was
+    # about the shorter history.
+    if stored is not None and (stored.at_cycle == at_cycle or (stale and not refresh)):
+        status: Status = "stale" if stale else "stored"
         if stored.manual:
-            return stored, True
+            return stored, status
         # Re-parse the stored answer: a better parser improves old ratings in place.
         parsed = parse_level(stored.answer)
         fresh = PeiResult(**{**stored.__dict__, "level": parsed.level, "reason": parsed.reason})
         if fresh != stored:
             save_result(engine, fresh)
-        return fresh, True
+        return fresh, status
     question, omitted = question_for(
         engine, run, at_cycle, evaluator, instrument, pei_num_ctx(run, num_ctx)
     )
     try:
         answer = ask(question)
     except EvaluatorError as exc:
-        return PeiFailure(run.run_id, evaluator, name, str(exc)), False
+        return PeiFailure(run.run_id, evaluator, name, str(exc)), "asked"
     parsed = parse_level(answer)
     result = PeiResult(
         run_id=run.run_id,
@@ -161,9 +201,10 @@ def _evaluate_one(
         instrument_sha=instrument_sha(instrument),
         created_at=utc_now(),
         omitted=json.dumps(omitted.__dict__),
+        options=json.dumps(question.options),
     )
     save_result(engine, result)
-    return result, False
+    return result, "asked"
 
 
 def evaluate(
@@ -175,6 +216,8 @@ def evaluate(
     instrument: str | None = None,
     num_ctx: int | None = None,
     report: Report | None = None,
+    refresh: bool = False,
+    skip_unfinished: bool = False,
 ) -> PeiOutcome:
     """Have every evaluator rate every run; reuse what earlier calls stored.
 
@@ -188,32 +231,41 @@ def evaluate(
         instrument: The question (default: the bundled PEI text).
         num_ctx: The evaluator's context (default: each run's `pei.num_ctx`).
         report: Called after each evaluation.
+        refresh: Ask again where the stored rating is stale (made before the run's last
+            cycle), also one set by hand; fresh ratings are kept.
+        skip_unfinished: Leave out runs that cannot be rated (listed in `skipped`)
+            instead of refusing them all.
 
     Returns:
         Results and failures, in run-major order.
 
     Raises:
-        AnalysisInputError: No evaluator, or a run that is not completed.
+        AnalysisInputError: No evaluator, or a run that is not completed (unless
+            `skip_unfinished`).
     """
     names = list(dict.fromkeys(e.strip() for e in evaluators if e.strip()))
     if not names:
         raise AnalysisInputError("name at least one evaluator model with --evaluator MODEL")
     engine = engine_for(storage)
-    last = check_runs(engine, runs)
+    last, skipped = rateable(engine, runs)
+    if skipped and not skip_unfinished:
+        raise AnalysisInputError(skipped[0].reason)
     text = instrument if instrument is not None else load_instrument()
-    outcome = PeiOutcome()
+    outcome = PeiOutcome(skipped=skipped, last_cycles=last)
     for run in runs:
+        if run.run_id not in last:
+            continue
         for evaluator in names:
-            item, reused = _evaluate_one(
-                engine, run, last[run.run_id], evaluator, text, ask, num_ctx
+            item, status = _evaluate_one(
+                engine, run, last[run.run_id], evaluator, text, ask, num_ctx, refresh
             )
             if isinstance(item, PeiResult):
                 outcome.results.append(item)
-                outcome.reused += int(reused)
+                outcome.reused += int(status != "asked")
             else:
                 outcome.failures.append(item)
             if report is not None:
-                report(item, reused)
+                report(item, status, last[run.run_id])
     return outcome
 
 

@@ -56,6 +56,18 @@ class PeiResult:
     """JSON of `Omitted`: what of the history was left out (None: set by hand)."""
     manual: bool = False
     """The level was set by hand (`pei --set`), not parsed from an answer."""
+    options: str | None = None
+    """JSON of the Ollama options the question was sent with (None: not recorded)."""
+
+    def is_stale(self, last_cycle: int) -> bool:
+        """Whether the rated run went on after this rating (it rated a shorter history)."""
+        return self.at_cycle < last_cycle
+
+    def options_text(self) -> str:
+        """The options sent, as `key=value` pairs ("" when not recorded)."""
+        if not self.options:
+            return ""
+        return ", ".join(f"{k}={v}" for k, v in json.loads(self.options).items())
 
     def omitted_text(self) -> str:
         """What was left out, in words ("" when unknown)."""

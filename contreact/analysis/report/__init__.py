@@ -20,8 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from contreact.analysis.export import columns_of, write_csv
+from contreact.analysis.pei.self_rating import self_vs_cross
 from contreact.analysis.report.collect import ReportData, RunData, collect
-from contreact.analysis.report.plots import plot_cycles, plot_pei, plot_similarity
+from contreact.analysis.report.plots import (
+    plot_cycles,
+    plot_pei,
+    plot_self_cross,
+    plot_similarity,
+)
 from contreact.analysis.report.render import render_html, render_markdown
 from contreact.analysis.report.tables import markdown_table, model_rows, run_rows, whole
 from contreact.checkpoints.registry import RunRecord
@@ -78,6 +84,9 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
                     "manual": r.manual,
                     "omitted": r.omitted_text(),
                     "at_cycle": r.at_cycle,
+                    "run_last_cycle": data.last_cycles.get(r.run_id, r.at_cycle),
+                    "stale": r.is_stale(data.last_cycles.get(r.run_id, r.at_cycle)),
+                    "options": r.options or "",
                     "instrument_sha": r.instrument_sha,
                     "answer": r.answer,
                 }
@@ -92,12 +101,18 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
                     "history": label,
                     "model": model,
                     **dict(zip(matrix.columns, map(whole, row), strict=True)),
+                    "stale": "; ".join(
+                        f"{s.evaluator} (level {s.level}, rated at cycle {s.at_cycle} "
+                        f"of {s.last_cycle})"
+                        for s in matrix.stale
+                        if s.run_id == label
+                    ),
                 }
                 for label, model, row in zip(
                     matrix.rows, matrix.row_models, matrix.cells, strict=True
                 )
             ],
-            ["history", "model", *matrix.columns],
+            ["history", "model", *matrix.columns, "stale"],
         )
         by_model = matrix.by_model()
         save_csv(
@@ -107,6 +122,32 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
                 for label, row in zip(by_model.rows, by_model.cells, strict=True)
             ],
             ["model", *by_model.columns],
+        )
+        save_csv(
+            "pei_self_vs_cross.csv",
+            [
+                {
+                    "model": f.model,
+                    "histories": f.histories,
+                    "self_mean": f.self_mean,
+                    "cross_mean": f.cross_mean,
+                    "self_minus_cross": f.difference,
+                    "p_value": f.p_value,
+                    "smallest_p": f.min_p,
+                    "p_exact": f.exact,
+                }
+                for f in self_vs_cross(matrix)
+            ],
+            [
+                "model",
+                "histories",
+                "self_mean",
+                "cross_mean",
+                "self_minus_cross",
+                "p_value",
+                "smallest_p",
+                "p_exact",
+            ],
         )
 
     images: list[tuple[str, str, bytes]] = []
@@ -127,6 +168,16 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
                 plot_pei(data.pei.by_model(), by_model=True),
             )
         )
+        figures = self_vs_cross(data.pei)
+        if any(f.differences for f in figures):
+            images.append(
+                (
+                    "pei_self_vs_cross.png",
+                    "PEI self vs cross: each model's self-rating minus the other evaluators' "
+                    "rating of its histories",
+                    plot_self_cross(figures),
+                )
+            )
     pngs = []
     for name, _, png in images:
         path = out_dir / name

@@ -53,6 +53,8 @@ class ReportData:
     models: list[ModelSummary]
     pei_results: list[PeiResult] = field(default_factory=list)
     pei: PeiMatrix | None = None
+    last_cycles: dict[str, int] = field(default_factory=dict)
+    """Each run's last finished cycle (a PEI rating made before it is stale)."""
     methods: Methods | None = None
     health: list[FormatHealth] = field(default_factory=list)
     """Per model: steps, calls parsed, unreadable markup, truncations, echoes, ..."""
@@ -113,13 +115,15 @@ def collect(
         )
     results = stored_results(engine, [r.run_id for r in runs])
     rated = [r for r in runs if any(p.run_id == r.run_id for p in results)]
+    last = {d.run.run_id: d.reflections[-1][0] for d in data if d.reflections}
     return ReportData(
         title=title,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         runs=data,
         models=model_summaries([d.summary for d in data]),
         pei_results=results,
-        pei=build_matrix(results, rated) if rated else None,
+        pei=build_matrix(results, rated, last_cycles=last) if rated else None,
+        last_cycles=last,
         methods=collect_methods(engine, runs),
         health=format_health(engine, runs),
     )

@@ -8,9 +8,11 @@ from collections.abc import Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from contreact.analysis.pei.matrix import PeiMatrix
+from contreact.analysis.pei.self_rating import SelfCross
 from contreact.analysis.report.collect import ReportData
 from contreact.analysis.similarity import PairwiseSimilarity
 
@@ -136,6 +138,23 @@ def plot_pei(matrix: PeiMatrix, *, by_model: bool = False) -> bytes:
         label="PEI level",
     )
     ax = fig.axes[0]
+    for row, label in enumerate(matrix.rows):
+        for column, evaluator in enumerate(matrix.columns):
+            if evaluator == label:  # a self-rating: on the diagonal, outlined
+                ax.add_patch(
+                    Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="red", lw=1.5)
+                )
+            stale = matrix.stale_at(row, column)
+            if stale is not None:
+                ax.text(
+                    column,
+                    row,
+                    f"({stale.level}) stale*",
+                    ha="center",
+                    va="center",
+                    color="grey",
+                    fontsize=7,
+                )
     ax.set_xlabel("evaluator")
     if by_model:
         ax.set_ylabel("history model (mean over replicates)")
@@ -143,4 +162,24 @@ def plot_pei(matrix: PeiMatrix, *, by_model: bool = False) -> bytes:
     else:
         ax.set_ylabel("history (run)")
         ax.set_title("PEI ratings per run", fontsize=10)
+    return _png(fig)
+
+
+def plot_self_cross(figures: Sequence[SelfCross]) -> bytes:
+    """Self − cross per model: each history's difference as a dot, their mean as a bar."""
+    shown = [f for f in figures if f.differences]
+    fig = Figure(figsize=(3.0 + 1.0 * len(shown), 3.5), layout="constrained")
+    ax = fig.subplots()
+    ax.axhline(0, color="grey", lw=1)
+    for i, f in enumerate(shown):
+        ax.bar(i, f.difference or 0.0, width=0.5, color=f"C{i % 10}", alpha=0.4)
+        ax.scatter([i] * len(f.differences), f.differences, color=f"C{i % 10}", s=18, zorder=3)
+    ax.set_xticks(
+        range(len(shown)),
+        labels=[f"{f.model}\nn={f.histories}, p={f.p_value:.2g}" for f in shown],
+        fontsize=8,
+    )
+    ax.set_ylabel("self − cross (PEI levels)")
+    ax.set_title("PEI: own histories, self-rating − others' rating", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
     return _png(fig)

@@ -6,6 +6,7 @@ import base64
 import html
 from collections.abc import Sequence
 
+from contreact.analysis.pei.self_rating import self_vs_cross
 from contreact.analysis.report.collect import ReportData, RunData
 from contreact.analysis.report.tables import (
     agreement_lines,
@@ -16,11 +17,32 @@ from contreact.analysis.report.tables import (
     methods_table,
     model_table,
     pei_answers,
+    pei_instrument_lines,
     pei_table,
     run_table,
     runs_table,
+    self_cross_table,
     structured_notes,
 )
+
+PEI_ORDER = (
+    "Rows and columns follow one model order (the runs' models, then other evaluators), so "
+    "the diagonal of the model × model matrix holds the self-ratings."
+)
+SELF_CROSS = (
+    "Self − cross: for each history of a model rated by that model and by at least one other "
+    "evaluator, its self-rating minus the mean of the other evaluators' ratings, averaged "
+    "over those histories (= self mean − cross mean); p is a two-sided sign-flip permutation "
+    "test on those per-history differences (see docs/research.md)."
+)
+
+
+def _pei_text(data: ReportData) -> tuple[list[str], list[str], list[str]]:
+    """The PEI footnotes, the self vs cross sentences and the instrument lines."""
+    assert data.pei is not None
+    notes = [f"* {note}" for note in data.pei.notes()]
+    figures = self_vs_cross(data.pei)
+    return notes, [f.sentence() for f in figures], pei_instrument_lines(data.pei_results)
 
 
 def _html_table(headers: Sequence[str], body: Sequence[Sequence[str]], css: str = "") -> str:
@@ -79,7 +101,7 @@ def _html_notes(d: RunData) -> str:
 
 def _short_answers(data: ReportData) -> tuple[list[str], list[list[str]]]:
     """The PEI answers table with each answer cut to one line (Markdown)."""
-    headers, body = pei_answers(data.pei_results)
+    headers, body = pei_answers(data.pei_results, data.last_cycles)
     return headers, [[*row[:-1], " ".join(row[-1].split())[:200]] for row in body]
 
 
@@ -100,15 +122,23 @@ def render_markdown(data: ReportData, images: Sequence[tuple[str, str]]) -> str:
         "\n".join(f"- {h.line()}" for h in data.health) or "–",
     ]
     if data.pei is not None:
+        footnotes, sentences, instruments = _pei_text(data)
         parts += [
             "## PEI ratings (histories × evaluators)",
+            PEI_ORDER,
             markdown_table(*pei_table(data.pei)),
+            *footnotes,
             *(f"- {line}" for line in agreement_lines(data.pei.agreement())),
         ]
         parts += [
             "### PEI by history model × evaluator model (mean over replicates)",
             markdown_table(*pei_table(data.pei.by_model())),
+            "### PEI self vs cross",
+            SELF_CROSS,
+            markdown_table(*self_cross_table(self_vs_cross(data.pei))),
+            *(f"- {line}" for line in sentences),
             "### PEI answers",
+            *(f"- {line}" for line in instruments),
             markdown_table(*_short_answers(data)),
         ]
     if data.methods is not None:
@@ -153,9 +183,12 @@ def render_html(data: ReportData, images: Sequence[tuple[str, str, bytes]]) -> s
         + "</ul>",
     ]
     if data.pei is not None:
+        footnotes, sentences, instruments = _pei_text(data)
         body += [
             "<h2>PEI ratings (histories × evaluators)</h2>",
+            f'<p class="note">{html.escape(PEI_ORDER)}</p>',
             _html_table(*pei_table(data.pei)),
+            *(f'<p class="note pei-note">{html.escape(note)}</p>' for note in footnotes),
             "<ul>"
             + "".join(
                 f"<li>{html.escape(line)}</li>" for line in agreement_lines(data.pei.agreement())
@@ -165,8 +198,13 @@ def render_html(data: ReportData, images: Sequence[tuple[str, str, bytes]]) -> s
         body += [
             "<h3>PEI by history model × evaluator model (mean over replicates)</h3>",
             _html_table(*pei_table(data.pei.by_model())),
+            "<h3>PEI self vs cross</h3>",
+            f'<p class="note">{html.escape(SELF_CROSS)}</p>',
+            _html_table(*self_cross_table(self_vs_cross(data.pei))),
+            "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in sentences) + "</ul>",
+            *(f'<p class="note">{html.escape(line)}</p>' for line in instruments),
             "<details><summary>PEI answers</summary>"
-            + _html_table(*pei_answers(data.pei_results))
+            + _html_table(*pei_answers(data.pei_results, data.last_cycles))
             + "</details>",
         ]
     if data.methods is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contreact.analysis.agreement import Agreement, describe
@@ -17,6 +17,7 @@ from contreact.analysis.metrics import (
 )
 from contreact.analysis.pei.matrix import PeiMatrix
 from contreact.analysis.pei.results import PeiResult
+from contreact.analysis.pei.self_rating import SelfCross
 from contreact.analysis.report.collect import ReportData, RunData
 from contreact.analysis.report.methods import Methods
 from contreact.nodes.reflection_format import fields_of
@@ -155,20 +156,75 @@ def methods_lines(methods: Methods) -> list[str]:
     ]
 
 
-def pei_answers(results: Sequence[PeiResult]) -> tuple[list[str], list[list[str]]]:
-    """Every stored PEI answer: level (manual or parsed), what of the history was left out."""
-    headers = ["Run", "Evaluator", "Level", "How", "History sent", "Why no level", "Answer"]
+def pei_rated_at(result: PeiResult, last_cycles: Mapping[str, int]) -> str:
+    """The cycle a rating was made at, with "stale" when its run has gone on since."""
+    last = last_cycles.get(result.run_id, result.at_cycle)
+    if result.is_stale(last):
+        return f"{result.at_cycle} of {last} (stale*)"
+    return f"{result.at_cycle} of {last}"
+
+
+def pei_answers(
+    results: Sequence[PeiResult], last_cycles: Mapping[str, int] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """Every stored PEI answer, with how it was made.
+
+    The level (manual or parsed), the cycle it was made at (stale when the run has gone on
+    since), the evaluator options sent and what of the history was left out.
+    """
+    last = last_cycles or {}
+    headers = [
+        "Run",
+        "Evaluator",
+        "Level",
+        "How",
+        "Rated at cycle",
+        "Evaluator options",
+        "History sent",
+        "Why no level",
+        "Answer",
+    ]
     body = [
         [
             r.run_id,
             r.evaluator,
             fmt(r.level),
             "manual" if r.manual else "parsed",
+            pei_rated_at(r, last),
+            r.options_text() or "–",
             r.omitted_text() or "–",
             r.reason,
             r.answer,
         ]
         for r in results
+    ]
+    return headers, body
+
+
+def pei_instrument_lines(results: Sequence[PeiResult]) -> list[str]:
+    """Which instrument text the ratings were asked with (its SHA-256), and how many each."""
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.instrument_sha or "not recorded (set by hand)"] = (
+            counts.get(r.instrument_sha or "not recorded (set by hand)", 0) + 1
+        )
+    return [f"PEI instrument SHA-256 {sha}: {n} rating(s)" for sha, n in counts.items()]
+
+
+def self_cross_table(figures: Sequence[SelfCross]) -> tuple[list[str], list[list[str]]]:
+    """Self vs cross per model: self mean, cross mean, difference and permutation p."""
+    headers = ["Model", "Histories", "Self mean", "Cross mean", "Self − cross", "p", "Smallest p"]
+    body = [
+        [
+            f.model,
+            str(f.histories),
+            fmt(f.self_mean, 2),
+            fmt(f.cross_mean, 2),
+            fmt(f.difference, 2),
+            "–" if f.p_value is None else f"{f.p_value:.3g}",
+            "–" if f.min_p is None else f"{f.min_p:.3g}",
+        ]
+        for f in figures
     ]
     return headers, body
 
@@ -202,9 +258,16 @@ def cycle_rows_shown(data: ReportData) -> tuple[list[str], list[list[str]]]:
 def pei_table(matrix: PeiMatrix) -> tuple[list[str], list[list[str]]]:
     """A PEI matrix with a mean column and an evaluator-mean row."""
     headers = ["History \\ evaluator", *matrix.columns, "Mean"]
+
+    def cell(i: int, j: int) -> str:
+        stale = matrix.stale_at(i, j)
+        if stale is None:
+            return fmt(matrix.cells[i][j])
+        return f"({fmt(stale.level)}) stale*"
+
     body = [
-        [label, *(fmt(v) for v in row), fmt(mean)]
-        for label, row, mean in zip(matrix.rows, matrix.cells, matrix.history_means, strict=True)
+        [label, *(cell(i, j) for j in range(len(matrix.columns))), fmt(mean)]
+        for i, (label, mean) in enumerate(zip(matrix.rows, matrix.history_means, strict=True))
     ]
     body.append(["Evaluator mean", *(fmt(v) for v in matrix.evaluator_means), ""])
     return headers, body
