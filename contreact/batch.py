@@ -72,6 +72,10 @@ class BatchSpec:
     runs: list[PlannedRun]
     hosts: list[str]
     parallel: int
+    data_dir: str | None = None
+    """The config's `storage.data_dir` (None: the default)."""
+    db_url: str | None = None
+    """The config's `storage.url` (None: the default SQLite file)."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,8 @@ def load_batch(path: Path) -> BatchSpec:
         merged = deep_merge(merged, {"model_options": {"seed": seed}})
         config = parse_config(merged, f"{path} ({run_id})")
         runs.append(PlannedRun(run_id, entry.name, replicate, config.model_dump(mode="json"), seed))
-    return BatchSpec(name, runs, hosts, spec.parallel)
+    where = runs[0].config.get("storage") or {} if runs else {}
+    return BatchSpec(name, runs, hosts, spec.parallel, where.get("data_dir"), where.get("url"))
 
 
 def replicate_seed(base: Any, replicate: int) -> int | None:
@@ -218,7 +223,12 @@ class BatchRunner:
 
     def _child(self, run_id: str, args: list[str]) -> int:
         log = self.folder / f"{run_id}.out"
-        env = {**os.environ, "CONTREACT_PARENT_PID": str(os.getpid())}
+        # The database URL goes by environment, not argv: `ps` shows argv, with any password.
+        env = {
+            **os.environ,
+            "CONTREACT_PARENT_PID": str(os.getpid()),
+            "CONTREACT_DB_URL": self.storage.url,
+        }
         with open_private(log, "a") as out:
             proc = subprocess.run(
                 [sys.executable, "-m", "contreact", *self.cli_flags, *args, "--quiet"],

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from contreact.cli.app import OPTIONS, BadInputError, command, err, out, storage
+from contreact.cli.app import BadInputError, command, err, out, storage
 from contreact.cli.output import emit_json, emit_table
 
 if TYPE_CHECKING:
@@ -191,10 +191,9 @@ def batch(
     spec = load_batch(config)
     if parallel is not None and parallel < 1:
         raise BadInputError("--parallel must be at least 1")
-    where = storage()
+    # The config's storage, as `run` reads it; every child is pointed at the same place.
+    where = storage(spec.data_dir, spec.db_url)
     flags = ["--data-dir", str(where.data_dir)]
-    if OPTIONS.db_url:
-        flags += ["--db-url", OPTIONS.db_url]
     # With --json, stdout is the summary document alone: progress goes to stderr.
     lines = err if as_json else out
     lines.print(

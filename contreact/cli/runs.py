@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from contreact.cli.app import OPTIONS, BadInputError, command, finish, out, storage
+from contreact.cli.app import BadInputError, command, finish, out, sqlite_folder, storage
 from contreact.cli.output import emit_json, emit_table
 from contreact.terminal_text import visible
 
@@ -53,7 +53,7 @@ def _refuse_existing(data_dir: str | None, url: str | None, run_id: str) -> None
     from contreact.checkpoints import peek
     from contreact.checkpoints.run_record import RunExistsError, RunNotFoundError
 
-    folder = peek.sqlite_folder(OPTIONS.data_dir or data_dir, OPTIONS.db_url or url)
+    folder = sqlite_folder(data_dir, url)
     try:
         if folder is None:
             raise peek.Unreadable("not the default SQLite file")
@@ -106,7 +106,7 @@ def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int
     """
     from contreact.checkpoints import peek
 
-    folder = peek.sqlite_folder(OPTIONS.data_dir, OPTIONS.db_url)
+    folder = sqlite_folder()
     if folder is not None:
         try:
             return peek.read_runs(folder, run_id), peek.cycle_counts(folder, run_id), folder
@@ -269,7 +269,7 @@ def memory(
     )
 
 
-@command()
+@command(touches_runs=False)
 def demo(
     cycles: Annotated[int, typer.Option(help="How many cycles to run.")] = 3,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Name of the demo run.")] = None,
