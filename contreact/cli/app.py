@@ -209,7 +209,8 @@ def storage(config_dir: str | None = None, config_url: str | None = None) -> Sto
     Without any of them it is the SQLite file in $CONTREACT_HOME or ./runs. A `--storage`
     that names a folder means that folder's SQLite file, whatever $CONTREACT_DB_URL says.
     """
-    from contreact.checkpoints.storage import DB_FILENAME, resolve_storage
+    from contreact.checkpoints.locations import DB_FILENAME
+    from contreact.checkpoints.storage import resolve_storage
 
     data_dir, url = OPTIONS.data_dir or config_dir, OPTIONS.db_url or config_url
     if OPTIONS.storage and "://" in OPTIONS.storage:
