@@ -143,6 +143,18 @@ def load_batch(path: Path) -> BatchSpec:
     return BatchSpec(name, runs, hosts, spec.parallel, where.get("data_dir"), where.get("url"))
 
 
+def preflight(spec: BatchSpec, storage: Storage) -> list[str]:
+    """What stops the batch before any run starts: one line per failed check (empty: go).
+
+    Every model is asked of every host a run may land on (a run moves when its host goes
+    down), with the storage, as `contreact doctor BATCH.yaml` does.
+    """
+    from contreact.doctor import batch_checks
+
+    runs = [parse_config(r.config, r.run_id) for r in spec.runs]
+    return [c.detail for c in batch_checks(runs, spec.hosts, storage) if not c.ok]
+
+
 def replicate_seed(base: Any, replicate: int) -> int | None:
     """Replicate N's seed: `base + N - 1` (None when the batch is unseeded).
 
@@ -275,5 +287,6 @@ class BatchRunner:
             else 0,
             reason=record.reason,
         )
-        self.notify(planned.run_id, f"{result.status} ({result.cycles} cycles)")
+        why = f": {record.reason}" if record.status == "failed" and record.reason else ""
+        self.notify(planned.run_id, f"{result.status} ({result.cycles} cycles){why}")
         return result

@@ -184,7 +184,7 @@ def batch(
         return
     if config is None:
         raise BadInputError("give a batch CONFIG to run, or --status NAME to look at one")
-    from contreact.batch import BatchRunner, load_batch
+    from contreact.batch import BatchRunner, load_batch, preflight
     from contreact.batch_watch import BatchWatch
     from contreact.checkpoints.engines import engine_for
 
@@ -194,6 +194,9 @@ def batch(
     # The config's storage, as `run` reads it; every child is pointed at the same place.
     where = storage(spec.data_dir, spec.db_url)
     flags = ["--data-dir", str(where.data_dir)]
+    problems = preflight(spec, where)
+    if problems:
+        raise BadInputError(f"batch {spec.name} not started: " + "; ".join(problems))
     # With --json, stdout is the summary document alone: progress goes to stderr.
     lines = err if as_json else out
     lines.print(

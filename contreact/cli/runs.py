@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -385,23 +386,45 @@ def doctor(
     model: Annotated[str | None, typer.Option(help="The model to check.")] = None,
     host: Annotated[str | None, typer.Option(help="The Ollama host to check.")] = None,
 ) -> None:
-    """Check that Ollama answers, has the model, and that the model can call tools."""
-    from contreact.config import Settings, load_config, validated
-    from contreact.doctor import run_checks
+    """Check that Ollama answers, has the model, and that the model can call tools.
 
-    if config:
-        settings: Settings = load_config(config, {"model": model, "host": host})
+    Given a batch config (one with `models`), every model is checked on every host.
+    """
+    from contreact.config import Settings, load_config, parse_config, validated
+    from contreact.doctor import Check, batch_checks, run_checks
+
+    checks: Iterable[Check]
+    if config and _is_batch(config):
+        from contreact.batch import load_batch
+
+        spec = load_batch(config)
+        runs = [parse_config(r.config, r.run_id) for r in spec.runs]
+        checks = batch_checks(runs, spec.hosts, storage(spec.data_dir, spec.db_url))
     else:
-        chosen: dict[str, Any] = {"ollama": {"host": host}}
-        if model:
-            chosen["model"] = model
-        settings = validated(Settings, chosen, "doctor")
-    where = storage(settings.storage.data_dir, settings.storage.url)
+        if config:
+            settings: Settings = load_config(config, {"model": model, "host": host})
+        else:
+            chosen: dict[str, Any] = {"ollama": {"host": host}}
+            if model:
+                chosen["model"] = model
+            settings = validated(Settings, chosen, "doctor")
+        checks = run_checks(settings, storage(settings.storage.data_dir, settings.storage.url))
     failed = False
-    for check in run_checks(settings, where):
+    for check in checks:
         mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"
         out.print(f"{mark} {check.name:<10} ", end="")
         out.print(check.detail, markup=False)
         failed = failed or not check.ok
     if failed:
         raise typer.Exit(1)
+
+
+def _is_batch(config: Path) -> bool:
+    """Whether CONFIG is a batch config (it names `models`), as far as a quick read tells."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False  # the run config's own loader says what is wrong
+    return isinstance(data, dict) and "models" in data
