@@ -108,20 +108,45 @@ def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int
     from contreact.checkpoints import peek
 
     folder = sqlite_folder()
+    found = None
     if folder is not None:
         try:
-            return peek.read_runs(folder, run_id), peek.cycle_counts(folder, run_id), folder
+            found = peek.read_runs(folder, run_id), peek.cycle_counts(folder, run_id), folder
         except peek.Unreadable:
             pass
-    from contreact.checkpoints.cycles import cycle_records
-    from contreact.checkpoints.engines import engine_for
-    from contreact.checkpoints.registry import get_run, list_runs
+    if found is None:
+        from contreact.checkpoints.cycles import cycle_records
+        from contreact.checkpoints.engines import engine_for
+        from contreact.checkpoints.registry import get_run, list_runs
 
-    where = storage()
-    engine = engine_for(where)
-    records = list_runs(engine) if run_id is None else [get_run(engine, run_id)]
-    counts = {r.run_id: len(cycle_records(engine, r.run_id)) for r in records}
-    return records, counts, where.data_dir
+        where = storage()
+        engine = engine_for(where)
+        records = list_runs(engine) if run_id is None else [get_run(engine, run_id)]
+        counts = {r.run_id: len(cycle_records(engine, r.run_id)) for r in records}
+        found = records, counts, where.data_dir
+    records, counts, data_dir = found
+    return _studio_pauses(records), counts, data_dir
+
+
+def _studio_pauses(records: list[RunRecord]) -> list[RunRecord]:
+    """The records, with a run begun in Studio and waiting on the operator shown `paused`.
+
+    Studio drives its runs itself and leaves them `running` in the registry; whether one
+    waits on the operator is in its checkpoint (read only when there is such a run).
+    """
+    if not any(r.origin == "studio" and r.status == "running" for r in records):
+        return records
+    import dataclasses
+
+    from contreact.runner import pending_operator_messages
+
+    waiting = {p.run_id for p in pending_operator_messages(storage())}
+    return [
+        dataclasses.replace(r, status="paused")
+        if r.origin == "studio" and r.status == "running" and r.run_id in waiting
+        else r
+        for r in records
+    ]
 
 
 def _run_summary(run_id: str) -> dict[str, Any]:
