@@ -6,13 +6,18 @@ reason only in `contreact status`; `contreact doctor BATCH.yaml` makes the same 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import yaml
 
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli_in_process
+from support.cli import cli_env, cli_in_process
+from support.paths import ROOT
 
 
 def _config(path: Path, backend: Backend, hosts: list[str], models: list[str]) -> Path:
@@ -69,3 +74,40 @@ def test_a_host_that_does_not_answer_stops_the_batch(
         assert done.returncode == 2
         assert f"cannot reach Ollama at {dead}" in done.stderr
         assert a.requests() == []
+
+
+def test_batch_status_lists_every_run_of_the_study_queued_included(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    with StubServer(models=["stub-model"], latency_ms=300).start() as server:
+        config = _config(tmp_path / "b.yaml", sqlite_backend, [server.url], ["stub-model"])
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+        config.write_text(yaml.safe_dump({**data, "replicates": 3, "parallel": 1}))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "contreact", *sqlite_backend.cli_args, "batch", str(config)],
+            cwd=ROOT,
+            env=cli_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            rows: list[dict[str, object]] = []
+            while time.monotonic() < deadline:
+                shown = cli_in_process(sqlite_backend, "batch", "--status", "pre", "--json")
+                rows = json.loads(shown.stdout) if shown.returncode == 0 else []
+                if any(r["status"] == "running" and r["driver"] for r in rows):
+                    break
+                time.sleep(0.2)
+            assert [r["run_id"] for r in rows] == [
+                "pre.stub-model.r1",
+                "pre.stub-model.r2",
+                "pre.stub-model.r3",
+            ]
+            assert [r["status"] for r in rows] == ["running", "queued", "queued"], rows
+            assert rows[0]["host"] == server.url and rows[1]["host"] == ""
+            table = cli_in_process(sqlite_backend, "batch", "--status", "pre")
+            assert "queued" in table.stdout and f"{server.url}: 1 running" in table.stdout
+        finally:
+            proc.kill()
+            proc.wait()
