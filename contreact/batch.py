@@ -143,16 +143,24 @@ def load_batch(path: Path) -> BatchSpec:
     return BatchSpec(name, runs, hosts, spec.parallel, where.get("data_dir"), where.get("url"))
 
 
-def preflight(spec: BatchSpec, storage: Storage) -> list[str]:
-    """What stops the batch before any run starts: one line per failed check (empty: go).
+def preflight(spec: BatchSpec, storage: Storage) -> tuple[list[str], list[str]]:
+    """What stops the batch before any run starts, and what only warns: lines of each.
 
     Every model is asked of every host a run may land on (a run moves when its host goes
-    down), with the storage, as `contreact doctor BATCH.yaml` does.
+    down), with the storage, as `contreact doctor BATCH.yaml` does. A host that answers but
+    lacks a model stops the batch (its runs would fail there); a host that does not answer
+    only warns while another answers, since its runs move; no host answering stops it.
     """
     from contreact.doctor import batch_checks
 
     runs = [parse_config(r.config, r.run_id) for r in spec.runs]
-    return [c.detail for c in batch_checks(runs, spec.hosts, storage) if not c.ok]
+    checks = list(batch_checks(runs, spec.hosts, storage))
+    hosts = [c for c in checks if c.name == "ollama"]
+    down = [c.detail for c in hosts if not c.ok]
+    problems = [c.detail for c in checks if not c.ok and c.name != "ollama"]
+    if len(down) == len(hosts):
+        return down + problems, []
+    return problems, [f"{line}: its runs go to the other hosts" for line in down]
 
 
 def replicate_seed(base: Any, replicate: int) -> int | None:

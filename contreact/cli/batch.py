@@ -209,9 +209,11 @@ def batch(
     # The config's storage, as `run` reads it; every child is pointed at the same place.
     where = storage(spec.data_dir, spec.db_url)
     flags = ["--data-dir", str(where.data_dir)]
-    problems = preflight(spec, where)
+    problems, warnings = preflight(spec, where)
     if problems:
         raise BadInputError(f"batch {spec.name} not started: " + "; ".join(problems))
+    for line in warnings:
+        err.print(f"contreact: warning: {line}", markup=False)
     # With --json, stdout is the summary document alone: progress goes to stderr.
     lines = err if as_json else out
     lines.print(

@@ -62,18 +62,15 @@ def test_a_model_one_host_lacks_stops_the_batch_before_any_run(
         assert doctor.stdout.count("ok") >= 5  # two hosts, the models they have, the storage
 
 
-def test_a_host_that_does_not_answer_stops_the_batch(
-    tmp_path: Path, sqlite_backend: Backend
-) -> None:
-    with StubServer(models=["stub-model"]).start() as a:
-        gone = StubServer(models=["stub-model"]).start()
-        dead = gone.url
-        gone.stop()
-        config = _config(tmp_path / "b.yaml", sqlite_backend, [a.url, dead], ["stub-model"])
-        done = cli_in_process(sqlite_backend, "batch", str(config))
-        assert done.returncode == 2
-        assert f"cannot reach Ollama at {dead}" in done.stderr
-        assert a.requests() == []
+def test_no_host_answering_stops_the_batch(tmp_path: Path, sqlite_backend: Backend) -> None:
+    gone = StubServer(models=["stub-model"]).start()
+    dead = gone.url
+    gone.stop()
+    config = _config(tmp_path / "b.yaml", sqlite_backend, [dead], ["stub-model"])
+    done = cli_in_process(sqlite_backend, "batch", str(config))
+    assert done.returncode == 2
+    assert f"cannot reach Ollama at {dead}" in done.stderr
+    # One host down while another answers only warns: its runs move (test_scale_e2e).
 
 
 def test_batch_status_lists_every_run_of_the_study_queued_included(
