@@ -72,6 +72,10 @@ class BatchSpec:
     runs: list[PlannedRun]
     hosts: list[str]
     parallel: int
+    data_dir: str | None = None
+    """The config's `storage.data_dir` (None: the default)."""
+    db_url: str | None = None
+    """The config's `storage.url` (None: the default SQLite file)."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,28 @@ def load_batch(path: Path) -> BatchSpec:
         merged = deep_merge(merged, {"model_options": {"seed": seed}})
         config = parse_config(merged, f"{path} ({run_id})")
         runs.append(PlannedRun(run_id, entry.name, replicate, config.model_dump(mode="json"), seed))
-    return BatchSpec(name, runs, hosts, spec.parallel)
+    where = runs[0].config.get("storage") or {} if runs else {}
+    return BatchSpec(name, runs, hosts, spec.parallel, where.get("data_dir"), where.get("url"))
+
+
+def preflight(spec: BatchSpec, storage: Storage) -> tuple[list[str], list[str]]:
+    """What stops the batch before any run starts, and what only warns: lines of each.
+
+    Every model is asked of every host a run may land on (a run moves when its host goes
+    down), with the storage, as `contreact doctor BATCH.yaml` does. A host that answers but
+    lacks a model stops the batch (its runs would fail there); a host that does not answer
+    only warns while another answers, since its runs move; no host answering stops it.
+    """
+    from contreact.doctor import batch_checks
+
+    runs = [parse_config(r.config, r.run_id) for r in spec.runs]
+    checks = list(batch_checks(runs, spec.hosts, storage))
+    hosts = [c for c in checks if c.name == "ollama"]
+    down = [c.detail for c in hosts if not c.ok]
+    problems = [c.detail for c in checks if not c.ok and c.name != "ollama"]
+    if len(down) == len(hosts):
+        return down + problems, []
+    return problems, [f"{line}: its runs go to the other hosts" for line in down]
 
 
 def replicate_seed(base: Any, replicate: int) -> int | None:
@@ -218,7 +243,12 @@ class BatchRunner:
 
     def _child(self, run_id: str, args: list[str]) -> int:
         log = self.folder / f"{run_id}.out"
-        env = {**os.environ, "CONTREACT_PARENT_PID": str(os.getpid())}
+        # The database URL goes by environment, not argv: `ps` shows argv, with any password.
+        env = {
+            **os.environ,
+            "CONTREACT_PARENT_PID": str(os.getpid()),
+            "CONTREACT_DB_URL": self.storage.url,
+        }
         with open_private(log, "a") as out:
             proc = subprocess.run(
                 [sys.executable, "-m", "contreact", *self.cli_flags, *args, "--quiet"],
@@ -265,5 +295,6 @@ class BatchRunner:
             else 0,
             reason=record.reason,
         )
-        self.notify(planned.run_id, f"{result.status} ({result.cycles} cycles)")
+        why = f": {record.reason}" if record.status == "failed" and record.reason else ""
+        self.notify(planned.run_id, f"{result.status} ({result.cycles} cycles){why}")
         return result

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from contreact.checkpoints.registry import list_runs
-from contreact.checkpoints.schema import events, runs
+from contreact.checkpoints.schema import batch_runs, events, runs
 
 FINAL = frozenset({"completed", "failed", "interrupted", "paused"})
 
@@ -41,8 +41,12 @@ class RunView:
     """The last cycle that ended."""
     step: int = 0
     """Model calls made in the current cycle."""
-    status: str = "waiting"
-    """The registry's status as shown (`waiting`: not started yet)."""
+    status: str = "queued"
+    """The registry's status as shown (`queued`: not started yet)."""
+    host: str = ""
+    """The Ollama host the run talks to (empty until it starts)."""
+    driver: str = ""
+    """The machine and process driving it (`host:pid`) while one does."""
     tokens_per_s: float | None = None
     """Output tokens per second of the last model call."""
     cycle_seconds: list[float] = field(default_factory=list)
@@ -84,14 +88,25 @@ class BatchWatch:
 
     @classmethod
     def of_batch(cls, engine: Engine, name: str) -> BatchWatch:
-        """Follow the runs registered for batch `name` (empty when there are none)."""
+        """Follow every run of batch `name`: its plan, queued runs included (empty: none)."""
         with engine.connect() as conn:
-            rows = conn.execute(
+            planned = conn.execute(
+                select(batch_runs.c.run_id, batch_runs.c.model, batch_runs.c.cycles)
+                .where(batch_runs.c.batch == name)
+                .order_by(batch_runs.c.position)
+            ).all()
+            started = conn.execute(
                 select(runs.c.run_id, runs.c.model, runs.c.config)
                 .where(runs.c.batch == name)
                 .order_by(runs.c.run_id)
             ).all()
-        return cls(engine, [(r, m, int(json.loads(c).get("cycles", 0))) for r, m, c in rows])
+        known = {r for r, _, _ in planned}
+        # Runs of a batch planned before plans were stored are known by their records only.
+        older = [(r, m, int(json.loads(c).get("cycles", 0))) for r, m, c in started]
+        return cls(
+            engine,
+            [*((r, m, int(c)) for r, m, c in planned), *(o for o in older if o[0] not in known)],
+        )
 
     def poll(self) -> list[CycleDone]:
         """Read what happened since the last poll; the cycles that ended meanwhile."""
@@ -114,6 +129,9 @@ class BatchWatch:
             if view is not None:
                 view.status = record.shown_status
                 view.last_cycle = int(record.config.get("cycles", view.last_cycle))
+                view.host = record.host
+                driven = record.status == "running" and record.driven
+                view.driver = f"{record.driver_host or '?'}:{record.pid}" if driven else ""
         self._first = False
         return ended
 

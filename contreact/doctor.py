@@ -7,7 +7,7 @@ way to lose a night. These checks take a second.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ import httpx
 
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.storage import Storage
-from contreact.config import Settings
+from contreact.config import Settings, resolve_host
 
 
 @dataclass(frozen=True)
@@ -66,30 +66,10 @@ def run_checks(settings: Settings, storage: Storage, timeout: float = 5.0) -> It
     embedding_model = settings.similarity.embedding_model
     embedding_found = False
     with httpx.Client(timeout=timeout) as client:
-        try:
-            version = client.get(f"{host}/api/version").json().get("version", "?")
-        except (httpx.HTTPError, ValueError) as exc:
-            yield Check(
-                "ollama", False, f"cannot reach Ollama at {host}: {exc}; is `ollama serve` running?"
-            )
-        else:
-            yield Check("ollama", True, f"Ollama {version} at {host}")
-            try:
-                details = _show(client, host, model)
-            except httpx.HTTPError as exc:
-                yield Check("model", False, f"asking {host} about {model!r} failed: {exc}")
-                details = None
-            else:
-                if details is None:
-                    yield Check(
-                        "model",
-                        False,
-                        f"model {model!r} is not on {host}: run `ollama pull {model}`",
-                    )
-                else:
-                    size = (details.get("details") or {}).get("parameter_size", "")
-                    yield Check("model", True, f"{model} {size}".strip())
-                    yield _tool_support(model, details, tools)
+        version = _version(client, host)
+        yield version
+        if version.ok:
+            yield from _model_checks(client, host, model, tools)
             if embedding_model:
                 try:
                     found = _show(client, host, embedding_model)
@@ -104,12 +84,62 @@ def run_checks(settings: Settings, storage: Storage, timeout: float = 5.0) -> It
                     else f"embedding model {embedding_model!r} missing: similarity is lexical",
                 )
     yield _similarity_method(settings, embedding_found)
+    yield _storage_check(storage)
+
+
+def _version(client: httpx.Client, host: str) -> Check:
+    try:
+        version = client.get(f"{host}/api/version").json().get("version", "?")
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        return Check(
+            "ollama", False, f"cannot reach Ollama at {host}: {exc}; is `ollama serve` running?"
+        )
+    return Check("ollama", True, f"Ollama {version} at {host}")
+
+
+def _model_checks(client: httpx.Client, host: str, model: str, tools: str) -> Iterator[Check]:
+    """Is `model` on `host`, and how will it call tools under `tools`?"""
+    try:
+        details = _show(client, host, model)
+    except httpx.HTTPError as exc:
+        yield Check("model", False, f"asking {host} about {model!r} failed: {exc}")
+        return
+    if details is None:
+        yield Check("model", False, f"model {model!r} is not on {host}: run `ollama pull {model}`")
+        return
+    size = (details.get("details") or {}).get("parameter_size", "")
+    yield Check("model", True, f"{model} {size}".strip())
+    yield _tool_support(model, details, tools)
+
+
+def batch_checks(
+    runs: Sequence[Settings], hosts: Sequence[str], storage: Storage, timeout: float = 5.0
+) -> Iterator[Check]:
+    """The checks of what a batch needs: every model on every host it may run on, the storage.
+
+    A run can move to any of the batch's hosts when its own goes down, so each host must
+    answer and serve every model. Each (host, model) pair is asked once.
+    """
+    every_host = list(dict.fromkeys([*(resolve_host(h) for h in hosts), *(r.host for r in runs)]))
+    models = {r.model: r.tools for r in runs}
+    with httpx.Client(timeout=timeout) as client:
+        for host in every_host:
+            version = _version(client, host)
+            yield version
+            if not version.ok:
+                continue
+            for model, tools in models.items():
+                yield from _model_checks(client, host, model, tools)
+    yield _storage_check(storage)
+
+
+def _storage_check(storage: Storage) -> Check:
     try:
         with engine_for(storage).connect():
             pass
-        yield Check("storage", True, storage.shown_url)
+        return Check("storage", True, storage.shown_url)
     except Exception as exc:  # noqa: BLE001 - any failure is the verdict
-        yield Check(
+        return Check(
             "storage",
             False,
             f"cannot open {storage.shown_url}: {storage.redact(f'{type(exc).__name__}: {exc}')}",

@@ -205,3 +205,30 @@ def set_status(
     values.update(fields)
     with engine.begin() as conn:
         conn.execute(update(runs).where(runs.c.run_id == run_id).values(**values))
+
+
+def record_plan(engine: Engine, batch: str, planned: list[tuple[str, str, int]]) -> None:
+    """Store batch `batch`'s runs (run id, model, cycles) in order; stored ones stay as they are.
+
+    Two machines starting the same batch at once both try: the one that loses the race
+    finds the plan stored, which is all it wanted.
+    """
+    from contreact.checkpoints.schema import batch_runs, ensure_schema
+
+    ensure_schema(engine)
+    try:
+        with engine.begin() as conn:
+            stored = set(
+                conn.execute(
+                    select(batch_runs.c.run_id).where(batch_runs.c.batch == batch)
+                ).scalars()
+            )
+            rows = [
+                {"batch": batch, "run_id": r, "position": i, "model": m, "cycles": c}
+                for i, (r, m, c) in enumerate(planned)
+                if r not in stored
+            ]
+            if rows:
+                conn.execute(batch_runs.insert(), rows)
+    except IntegrityError:
+        pass  # stored by another process between the read and the insert

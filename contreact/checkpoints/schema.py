@@ -137,6 +137,19 @@ marks a level set by hand; `options` (JSON) are the Ollama options the question 
 with (None: rated before they were recorded, or set by hand)."""
 
 
+batch_runs = Table(
+    "contreact_batch_runs",
+    metadata,
+    Column("batch", String(200), primary_key=True),
+    Column("run_id", String(200), primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("cycles", Integer, nullable=False),
+)
+"""The runs a batch plans, in its order, written before any starts: a batch's status lists
+the runs that have not started too, from any machine that sees the storage."""
+
+
 schema_marks = Table(
     "contreact_schema",
     metadata,

@@ -42,6 +42,11 @@ class Storage:
         return Path(database)
 
     @property
+    def shown(self) -> str:
+        """Where the runs are, for a person: the SQLite file, or the URL without password."""
+        return str(self.sqlite_path) if self.is_sqlite else self.shown_url
+
+    @property
     def shown_url(self) -> str:
         """The URL for people and logs: the password, if any, as `***`."""
         return make_url(self.url).render_as_string(hide_password=True)

@@ -13,10 +13,12 @@ model and the database layer are imported inside the commands that use them.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, ParamSpec
 
 import typer
@@ -42,6 +44,8 @@ P = ParamSpec("P")
 class _Options:
     data_dir: str | None = None
     db_url: str | None = None
+    storage: str | None = None
+    """A command's own `--storage`: a database URL or a data folder; it beats everything."""
     debug: bool = False
 
 
@@ -90,7 +94,7 @@ def explain(exc: Exception) -> tuple[str, int] | None:
     if _is(exc, "contreact.checkpoints.run_record", "RunExistsError"):
         return f"run {exc} already exists; continue it with `contreact resume {exc}`", 2
     if _is(exc, "contreact.checkpoints.run_record", "RunNotFoundError"):
-        return f"no run named {exc} in {storage().data_dir} (see `contreact list`)", 2
+        return f"no run named {exc} in {storage().shown} (see `contreact list`)", 2
     if _is(exc, "contreact.errors", "RunAlreadyCompletedError"):
         return (
             f"run {exc} is already completed; extend it with `contreact resume {exc} --cycles N`",
@@ -114,27 +118,55 @@ def quiet_broken_pipe() -> NoReturn:
     raise typer.Exit(0)
 
 
+StorageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--storage",
+        help="Where the runs are: a database URL (postgresql+psycopg://..., sqlite:///FILE) "
+        "or a data folder. Default: the config's `storage`, $CONTREACT_DB_URL, "
+        "$CONTREACT_HOME or ./runs.",
+    ),
+]
+
+
 def command(
-    name: str | None = None,
+    name: str | None = None, *, touches_runs: bool = True
 ) -> Callable[[Callable[P, object]], Callable[P, None]]:
     """Register the decorated function as a `contreact` command whose body runs `guarded`.
 
     typer reads the command's arguments, options and help from the function's signature
-    and docstring, which `functools.wraps` hands on unchanged.
+    and docstring, which `functools.wraps` hands on unchanged. A command that touches runs
+    also gets the one `--storage` option, so `contreact list --storage URL` works as
+    `contreact --db-url URL list` does.
 
     Args:
         name: The command's name (default: the function's name).
+        touches_runs: Whether the command reads or writes runs (it then takes `--storage`).
     """
 
     def register(function: Callable[P, object]) -> Callable[P, None]:
         @functools.wraps(function)
         def run_guarded(*args: P.args, **kwargs: P.kwargs) -> None:
+            chosen = kwargs.pop(_STORAGE_PARAM, None)
+            if chosen is not None:
+                OPTIONS.storage = str(chosen)
             guarded(lambda: function(*args, **kwargs))
 
+        if touches_runs:
+            signature = inspect.signature(function, eval_str=True)
+            extra = inspect.Parameter(
+                _STORAGE_PARAM, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=StorageOpt
+            )
+            run_guarded.__signature__ = signature.replace(  # type: ignore[attr-defined]
+                parameters=[*signature.parameters.values(), extra]
+            )
         app.command(name=name)(run_guarded)
         return run_guarded
 
     return register
+
+
+_STORAGE_PARAM = "storage_option"
 
 
 def guarded(action: Callable[[], object]) -> None:
@@ -172,13 +204,37 @@ def _storage_fault(exc: Exception) -> StorageFault | None:
 
 
 def storage(config_dir: str | None = None, config_url: str | None = None) -> Storage:
-    """The storage chosen by flags, then the config, then CONTREACT_HOME / ./runs."""
+    """The storage: `--storage`, then the global flags and $CONTREACT_DB_URL, then the config.
+
+    Without any of them it is the SQLite file in $CONTREACT_HOME or ./runs. A `--storage`
+    that names a folder means that folder's SQLite file, whatever $CONTREACT_DB_URL says.
+    """
+    from contreact.checkpoints.locations import DB_FILENAME
     from contreact.checkpoints.storage import resolve_storage
 
+    data_dir, url = OPTIONS.data_dir or config_dir, OPTIONS.db_url or config_url
+    if OPTIONS.storage and "://" in OPTIONS.storage:
+        url = OPTIONS.storage
+    elif OPTIONS.storage:
+        folder = Path(OPTIONS.storage).expanduser().resolve()
+        data_dir, url = str(folder), f"sqlite:///{folder / DB_FILENAME}"
     try:
-        return resolve_storage(OPTIONS.data_dir or config_dir, OPTIONS.db_url or config_url)
+        return resolve_storage(data_dir, url)
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
+
+
+def sqlite_folder(config_dir: str | None = None, config_url: str | None = None) -> Path | None:
+    """The data folder when the storage is its SQLite file (None: a database URL).
+
+    Decided as `storage` decides it, without loading the database layer, so commands that
+    only peek at a SQLite file start fast.
+    """
+    from contreact.checkpoints import peek
+
+    if OPTIONS.storage:
+        return None if "://" in OPTIONS.storage else Path(OPTIONS.storage).expanduser().resolve()
+    return peek.sqlite_folder(OPTIONS.data_dir or config_dir, OPTIONS.db_url or config_url)
 
 
 def finish(outcome: RunOutcome) -> NoReturn:
@@ -223,6 +279,7 @@ def main_options(
 ) -> None:
     """Continuous ReAct agents on local Ollama models."""
     OPTIONS.data_dir, OPTIONS.db_url, OPTIONS.debug = data_dir, db_url, debug
+    OPTIONS.storage = None  # a command's own --storage sets it (after this callback)
     die_with_parent()
     logging.basicConfig(level=logging.WARNING if debug else logging.ERROR, format="%(message)s")
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from contreact.cli.app import OPTIONS, BadInputError, command, err, out, storage
+from contreact.cli.app import BadInputError, command, err, out, storage
 from contreact.cli.output import emit_json, emit_table
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from contreact.batch_watch import BatchWatch, CycleDone
 
 LIVE_COLUMNS = ["run", "model", "cycle", "step", "status", "tok/s", "ETA"]
+STATUS_COLUMNS = ["run", "model", "cycle", "step", "status", "tok/s", "ETA", "host", "driver"]
 POLL_S = 0.5
 
 
@@ -37,7 +38,7 @@ def _live_rows(watch: BatchWatch) -> list[list[str]]:
     rows = []
     for v in watch.views.values():
         rate = "" if v.tokens_per_s is None else f"{v.tokens_per_s:.1f}"
-        eta = duration(v.eta_seconds(now)) if v.status not in ("waiting",) else ""
+        eta = duration(v.eta_seconds(now)) if v.status != "queued" else ""
         cycle = f"{max(v.cycle, v.done)}/{v.last_cycle}"
         step = str(v.step) if v.status == "running" else ""
         rows.append([v.run_id, v.model, cycle, step, v.status, rate, eta])
@@ -155,12 +156,25 @@ def _status(name: str, as_json: bool) -> None:
                     "status": v.status,
                     "tokens_per_s": v.tokens_per_s,
                     "eta_s": v.eta_seconds(now),
+                    "host": v.host,
+                    "driver": v.driver,
                 }
                 for v in watch.views.values()
             ]
         )
         return
-    emit_table(LIVE_COLUMNS, _live_rows(watch))
+    views = list(watch.views.values())
+    emit_table(
+        STATUS_COLUMNS,
+        [[*row, v.host, v.driver] for row, v in zip(_live_rows(watch), views, strict=True)],
+    )
+    hosts: dict[str, list[str]] = {}
+    for v in views:
+        if v.host:
+            hosts.setdefault(v.host, []).append(v.status)
+    for host, statuses in hosts.items():
+        counts = ", ".join(f"{statuses.count(s)} {s}" for s in dict.fromkeys(statuses))
+        out.print(f"{host}: {counts}", markup=False)
 
 
 @command()
@@ -184,27 +198,31 @@ def batch(
         return
     if config is None:
         raise BadInputError("give a batch CONFIG to run, or --status NAME to look at one")
-    from contreact.batch import BatchRunner, load_batch
+    from contreact.batch import BatchRunner, load_batch, preflight
     from contreact.batch_watch import BatchWatch
     from contreact.checkpoints.engines import engine_for
+    from contreact.checkpoints.registry import record_plan
 
     spec = load_batch(config)
     if parallel is not None and parallel < 1:
         raise BadInputError("--parallel must be at least 1")
-    where = storage()
+    # The config's storage, as `run` reads it; every child is pointed at the same place.
+    where = storage(spec.data_dir, spec.db_url)
     flags = ["--data-dir", str(where.data_dir)]
-    if OPTIONS.db_url:
-        flags += ["--db-url", OPTIONS.db_url]
+    problems, warnings = preflight(spec, where)
+    if problems:
+        raise BadInputError(f"batch {spec.name} not started: " + "; ".join(problems))
+    for line in warnings:
+        err.print(f"contreact: warning: {line}", markup=False)
     # With --json, stdout is the summary document alone: progress goes to stderr.
     lines = err if as_json else out
     lines.print(
         f"batch {spec.name}: {len(spec.runs)} runs, {parallel or spec.parallel} at a time",
         markup=False,
     )
-    watch = BatchWatch(
-        engine_for(where),
-        [(r.run_id, r.model, int(r.config.get("cycles", 0))) for r in spec.runs],
-    )
+    planned = [(r.run_id, r.model, int(r.config.get("cycles", 0))) for r in spec.runs]
+    record_plan(engine_for(where), spec.name, planned)
+    watch = BatchWatch(engine_for(where), planned)
     with Follower(watch, live=lines.is_terminal, lines=lines) as follower:
 
         def notify(run_id: str, what: str) -> None:

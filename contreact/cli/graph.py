@@ -134,7 +134,7 @@ def _write(path: Path, data: bytes) -> None:
         raise BadInputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-@command(name="graph")
+@command(name="graph", touches_runs=False)
 def graph_command(
     fmt: Annotated[
         GraphFormat, typer.Option("--format", "-f", help="mermaid (text), ascii or png.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from contreact.cli.app import OPTIONS, BadInputError, command, finish, out, storage
+from contreact.cli.app import BadInputError, command, finish, out, sqlite_folder, storage
 from contreact.cli.output import emit_json, emit_table
 from contreact.terminal_text import visible
 
@@ -53,7 +54,7 @@ def _refuse_existing(data_dir: str | None, url: str | None, run_id: str) -> None
     from contreact.checkpoints import peek
     from contreact.checkpoints.run_record import RunExistsError, RunNotFoundError
 
-    folder = peek.sqlite_folder(OPTIONS.data_dir or data_dir, OPTIONS.db_url or url)
+    folder = sqlite_folder(data_dir, url)
     try:
         if folder is None:
             raise peek.Unreadable("not the default SQLite file")
@@ -106,21 +107,46 @@ def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int
     """
     from contreact.checkpoints import peek
 
-    folder = peek.sqlite_folder(OPTIONS.data_dir, OPTIONS.db_url)
+    folder = sqlite_folder()
+    found = None
     if folder is not None:
         try:
-            return peek.read_runs(folder, run_id), peek.cycle_counts(folder, run_id), folder
+            found = peek.read_runs(folder, run_id), peek.cycle_counts(folder, run_id), folder
         except peek.Unreadable:
             pass
-    from contreact.checkpoints.cycles import cycle_records
-    from contreact.checkpoints.engines import engine_for
-    from contreact.checkpoints.registry import get_run, list_runs
+    if found is None:
+        from contreact.checkpoints.cycles import cycle_records
+        from contreact.checkpoints.engines import engine_for
+        from contreact.checkpoints.registry import get_run, list_runs
 
-    where = storage()
-    engine = engine_for(where)
-    records = list_runs(engine) if run_id is None else [get_run(engine, run_id)]
-    counts = {r.run_id: len(cycle_records(engine, r.run_id)) for r in records}
-    return records, counts, where.data_dir
+        where = storage()
+        engine = engine_for(where)
+        records = list_runs(engine) if run_id is None else [get_run(engine, run_id)]
+        counts = {r.run_id: len(cycle_records(engine, r.run_id)) for r in records}
+        found = records, counts, where.data_dir
+    records, counts, data_dir = found
+    return _studio_pauses(records), counts, data_dir
+
+
+def _studio_pauses(records: list[RunRecord]) -> list[RunRecord]:
+    """The records, with a run begun in Studio and waiting on the operator shown `paused`.
+
+    Studio drives its runs itself and leaves them `running` in the registry; whether one
+    waits on the operator is in its checkpoint (read only when there is such a run).
+    """
+    if not any(r.origin == "studio" and r.status == "running" for r in records):
+        return records
+    import dataclasses
+
+    from contreact.runner import pending_operator_messages
+
+    waiting = {p.run_id for p in pending_operator_messages(storage())}
+    return [
+        dataclasses.replace(r, status="paused")
+        if r.origin == "studio" and r.status == "running" and r.run_id in waiting
+        else r
+        for r in records
+    ]
 
 
 def _run_summary(run_id: str) -> dict[str, Any]:
@@ -269,7 +295,7 @@ def memory(
     )
 
 
-@command()
+@command(touches_runs=False)
 def demo(
     cycles: Annotated[int, typer.Option(help="How many cycles to run.")] = 3,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Name of the demo run.")] = None,
@@ -385,23 +411,45 @@ def doctor(
     model: Annotated[str | None, typer.Option(help="The model to check.")] = None,
     host: Annotated[str | None, typer.Option(help="The Ollama host to check.")] = None,
 ) -> None:
-    """Check that Ollama answers, has the model, and that the model can call tools."""
-    from contreact.config import Settings, load_config, validated
-    from contreact.doctor import run_checks
+    """Check that Ollama answers, has the model, and that the model can call tools.
 
-    if config:
-        settings: Settings = load_config(config, {"model": model, "host": host})
+    Given a batch config (one with `models`), every model is checked on every host.
+    """
+    from contreact.config import Settings, load_config, parse_config, validated
+    from contreact.doctor import Check, batch_checks, run_checks
+
+    checks: Iterable[Check]
+    if config and _is_batch(config):
+        from contreact.batch import load_batch
+
+        spec = load_batch(config)
+        runs = [parse_config(r.config, r.run_id) for r in spec.runs]
+        checks = batch_checks(runs, spec.hosts, storage(spec.data_dir, spec.db_url))
     else:
-        chosen: dict[str, Any] = {"ollama": {"host": host}}
-        if model:
-            chosen["model"] = model
-        settings = validated(Settings, chosen, "doctor")
-    where = storage(settings.storage.data_dir, settings.storage.url)
+        if config:
+            settings: Settings = load_config(config, {"model": model, "host": host})
+        else:
+            chosen: dict[str, Any] = {"ollama": {"host": host}}
+            if model:
+                chosen["model"] = model
+            settings = validated(Settings, chosen, "doctor")
+        checks = run_checks(settings, storage(settings.storage.data_dir, settings.storage.url))
     failed = False
-    for check in run_checks(settings, where):
+    for check in checks:
         mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"
         out.print(f"{mark} {check.name:<10} ", end="")
         out.print(check.detail, markup=False)
         failed = failed or not check.ok
     if failed:
         raise typer.Exit(1)
+
+
+def _is_batch(config: Path) -> bool:
+    """Whether CONFIG is a batch config (it names `models`), as far as a quick read tells."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False  # the run config's own loader says what is wrong
+    return isinstance(data, dict) and "models" in data

@@ -24,7 +24,7 @@ QUICKSTART_MODELS = "llama3.1:8b,stub-model"
 """The example config's model (README quickstart) and the demo's."""
 
 
-@command()
+@command(touches_runs=False)
 def stub(
     port: Annotated[
         int, typer.Option(help="Port (Ollama's 11434 by default; 0 picks a free one).")

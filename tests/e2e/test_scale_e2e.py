@@ -160,6 +160,7 @@ def test_a_run_whose_host_is_down_moves_to_another_host(
         )
         result = cli(sqlite_backend, "batch", str(config), "--json", timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert f"warning: cannot reach Ollama at {down_url}" in result.stderr  # the pre-flight's
     summary = {r["run_id"]: r for r in json.loads(result.stdout[result.stdout.index("[") :])}
     moved = summary["h.stub-model.r1"]
     assert moved["status"] == "completed" and moved["host"] == up_url and "moved" in moved["action"]

@@ -290,6 +290,11 @@ def test_graph_runs_and_operator_replies_through_the_api(dev_server: DevServer) 
             },
         )
         assert paused.status_code == 200, paused.text
+        # Studio left the run waiting: every command that shows it says paused.
+        waiting = json.loads(cli_in_process(backend, "status", "studio-run-2", "--json").stdout)
+        assert waiting["status"] == "paused"
+        listed = json.loads(cli_in_process(backend, "list", "--json").stdout)
+        assert {r["run_id"]: r["status"] for r in listed}["studio-run-2"] == "paused"
         replied = cli_in_process(backend, "reply", "studio-run-2", "Answered from the CLI.")
         assert replied.returncode == 0, replied.stderr + replied.stdout
         log2 = read_log(backend, "studio-run-2")
