@@ -12,12 +12,15 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from contreact.cli.app import BadInputError, command, err, fail, out, storage
 from contreact.cli.output import emit_json, emit_table
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 T = TypeVar("T")
 
@@ -25,10 +28,11 @@ T = TypeVar("T")
 def _checked(action: Callable[[], T]) -> T:
     """Run an analysis call, turning its input errors into the CLI's exit-2 errors."""
     from contreact.analysis.runs import AnalysisInputError
+    from contreact.errors import MissingExtraError
 
     try:
         return action()
-    except AnalysisInputError as exc:
+    except (AnalysisInputError, MissingExtraError) as exc:
         raise BadInputError(str(exc)) from None
 
 
@@ -186,20 +190,65 @@ def report(
 
 @command()
 def export(
-    run_id: Annotated[str, typer.Argument(help="The run.")],
+    run_id: Annotated[str | None, typer.Argument(help="The run (or --batch).")] = None,
+    batch: Annotated[
+        str | None,
+        typer.Option(
+            "--batch",
+            help="Export a batch's tables instead: runs, cycles, events, tool_calls, memory, "
+            "pei (one file each).",
+        ),
+    ] = None,
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="jsonl (event log) or csv (one row per cycle).")
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="A run: jsonl (event log) or csv (one row per cycle). "
+            "A batch: parquet, csv or jsonl.",
+        ),
     ] = "jsonl",
-    out_file: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")
+    out_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="A run: this file instead of stdout. "
+            "A batch: this folder (default: DATA_DIR/exports/<batch>).",
+        ),
     ] = None,
 ) -> None:
-    """Export a run: its event log as JSON lines, or its cycles as CSV."""
-    from contreact.analysis.export import export_run
+    """Export a run (its event log as JSON lines, or its cycles as CSV) or a batch's tables.
+
+    A batch's tables are those `contreact.load` returns (parquet needs the analysis
+    extra: pip install 'contreact[analysis]').
+    """
     from contreact.checkpoints.engines import engine_for
 
+    if (run_id is None) == (batch is None):
+        raise BadInputError("name a run, or a batch with --batch NAME (not both)")
+    engine = engine_for(storage())
+    if batch is not None:
+        _export_batch(engine, batch, fmt, out_path)
+        return
+    assert run_id is not None
+    _export_run(engine, run_id, fmt, out_path)
+
+
+def _export_batch(engine: Engine, batch: str, fmt: str, out_dir: Path | None) -> None:
+    from contreact.analysis.export import export_tables
+    from contreact.analysis.runs import select_runs
+
+    chosen = _checked(lambda: select_runs(engine, None, batch))
+    target = out_dir or storage().data_dir / "exports" / batch
+    for path, count in _checked(lambda: export_tables(engine, chosen, fmt, target)):
+        err.print(f"wrote {count} rows to {path}", markup=False)
+
+
+def _export_run(engine: Engine, run_id: str, fmt: str, out_file: Path | None) -> None:
+    from contreact.analysis.export import export_run
+
     try:
-        engine = engine_for(storage())
         if out_file is None:
             _checked(lambda: export_run(engine, run_id, fmt, sys.stdout))
             return
