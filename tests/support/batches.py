@@ -1,14 +1,17 @@
-"""A small batch of stub runs, made in this process: models × replicates, as `batch` names them.
+"""A batch of stub runs, planned as `contreact batch` plans it, each run driven in this process.
 
 `contreact batch` drives each run in a child process; tests about what is done with a
-batch's data (load, export, report) need only its runs, so they run them here, through
-the same runner, under the same `<batch>.<model>.r<N>` ids and seeds.
+batch's data (load, export, report, the notebook) need only its runs. They are planned by
+the batch's own code (`load_batch`: ids `<batch>.<model>.r<N>`, replicate seeds), then run
+here through the same runner, which spares a Python start per run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+import yaml
 
 from contreact.stub import StubServer
 from support.backends import Backend
@@ -24,27 +27,29 @@ def run_batch(
     cycles: int = 3,
     **fields: Any,
 ) -> list[str]:
-    """Run `models` × `replicates` against `server` as batch `name`; returns the run ids."""
+    """Run `models` × `replicates` against `server` as batch `name`; returns the run ids.
+
+    `fields` are more keys of the batch config (`model_options`, `similarity`, ...).
+    """
+    from contreact.batch import load_batch
     from contreact.config import parse_config
     from contreact.runner import start_run
 
+    spec: dict[str, Any] = {
+        "batch": name,
+        "models": list(models),
+        "replicates": replicates,
+        "cycles": cycles,
+        "ollama": {"host": server.url, "timeout_s": 20, "retries": 2},
+        "storage": backend.storage_yaml(),
+        **fields,
+    }
+    path = backend.data_dir.parent / f"{name}.batch.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     run_ids = []
-    for model in models:
-        for replicate in range(1, replicates + 1):
-            run_id = f"{name}.{model}.r{replicate}"
-            config = parse_config(
-                {
-                    "run_id": run_id,
-                    "model": model,
-                    "cycles": cycles,
-                    "batch": name,
-                    "model_options": {"seed": 41 + replicate},
-                    "ollama": {"host": server.url, "timeout_s": 20, "retries": 2},
-                    "storage": backend.storage_yaml(),
-                    **fields,
-                },
-                "test",
-            )
-            assert start_run(config, backend.storage()).status == "completed", run_id
-            run_ids.append(run_id)
+    for planned in load_batch(path).runs:
+        config = parse_config(planned.config, planned.run_id)
+        assert start_run(config, backend.storage()).status == "completed", planned.run_id
+        run_ids.append(planned.run_id)
     return run_ids
