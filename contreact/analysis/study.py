@@ -310,20 +310,6 @@ def _names(value: str | Sequence[str] | None) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def select_study(
-    engine: Engine, batch: str | Sequence[str] | None, runs: str | Sequence[str] | None
-) -> list[RunRecord]:
-    """The runs named by id, then those of each batch (once each, in that order)."""
-    chosen: dict[str, RunRecord] = {}
-    run_ids = _names(runs)
-    if run_ids or not _names(batch):
-        chosen.update((r.run_id, r) for r in select_runs(engine, run_ids))
-    for name in _names(batch):
-        for record in select_runs(engine, None, name):
-            chosen.setdefault(record.run_id, record)
-    return list(chosen.values())
-
-
 def load(
     batch: str | Sequence[str] | None = None,
     runs: str | Sequence[str] | None = None,
@@ -348,5 +334,5 @@ def load(
     """
     require_pandas()
     engine = engine_for(as_storage(storage))
-    rows = study_rows(engine, select_study(engine, batch, runs))
+    rows = study_rows(engine, select_runs(engine, _names(runs), _names(batch)))
     return Study(**{name: frame(name, rows[name]) for name in TABLES})

@@ -143,9 +143,9 @@ def pei(
         fail(f"{len(outcome.failures)} of the PEI evaluations failed (see above)", 1)
 
 
-def _default_out(batch: str | None, run_ids: list[str]) -> Path:
-    if batch:
-        label = f"batch-{batch}"
+def _default_out(batches: list[str], run_ids: list[str]) -> Path:
+    if batches:
+        label = "batch-" + "+".join(batches)
     elif len(run_ids) == 1:
         label = run_ids[0]
     else:
@@ -156,7 +156,14 @@ def _default_out(batch: str | None, run_ids: list[str]) -> Path:
 @command()
 def report(
     runs: RunsArg = None,
-    batch: BatchOpt = None,
+    batch: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--batch",
+            help="Every run of this batch (with or instead of RUN); repeat to compare "
+            "batches side by side.",
+        ),
+    ] = None,
     out_dir: Annotated[
         Path | None,
         typer.Option("--out", help="Output folder (default: DATA_DIR/reports/<batch or run>)."),
@@ -172,10 +179,13 @@ def report(
     from contreact.checkpoints.engines import engine_for
 
     where = storage()
-    chosen = _checked(lambda: select_runs(engine_for(where), runs, batch))
-    target = out_dir or _default_out(batch, [r.run_id for r in chosen])
-    if batch:
-        title = f"contreact report: batch {batch}"
+    batches = list(dict.fromkeys(batch or []))
+    chosen = _checked(lambda: select_runs(engine_for(where), runs, batches))
+    target = out_dir or _default_out(batches, [r.run_id for r in chosen])
+    if len(batches) > 1:
+        title = "contreact report: batches " + ", ".join(batches[:-1]) + f" and {batches[-1]}"
+    elif batches:
+        title = f"contreact report: batch {batches[0]}"
     elif len(chosen) == 1:
         title = f"contreact report: run {chosen[0].run_id}"
     else:
