@@ -60,12 +60,12 @@ FIXED_COLUMNS: dict[str, tuple[str, ...]] = {
 """Tables whose columns do not depend on the runs (an empty table still has them)."""
 
 
-def _flat(value: Any, prefix: str) -> dict[str, Any]:
+def flat_columns(value: Any, prefix: str) -> dict[str, Any]:
     """A nested mapping as `a.b.c` columns; lists as JSON text (one cell per value)."""
     if isinstance(value, dict):
         flat: dict[str, Any] = {}
         for key, inner in value.items():
-            flat.update(_flat(inner, f"{prefix}.{key}" if prefix else str(key)))
+            flat.update(flat_columns(inner, f"{prefix}.{key}" if prefix else str(key)))
         return flat
     if isinstance(value, list):
         return {prefix: json.dumps(value, ensure_ascii=False)}
@@ -101,7 +101,7 @@ def run_row(engine: Engine, run: RunRecord, log: Sequence[dict[str, Any]]) -> di
         **{key: summary.values[key] for key in TABLE1_KEYS},
         **{f"total_{key}": value for key, value in summary.extras.items()},
         "config": _json(run.config),
-        **_flat(start, "start"),
+        **flat_columns(start, "start"),
     }
 
 
@@ -182,7 +182,7 @@ def pei_rows(results: Sequence[PeiResult], models: dict[str, str]) -> list[dict[
     ]
 
 
-def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def one_type_per_column(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows whose every column holds one type, so a parquet column can store it.
 
     A column whose values differ in type from run to run (a setting that is `true` in one
@@ -220,7 +220,7 @@ def study_rows(engine: Engine, runs: Sequence[RunRecord]) -> dict[str, list[dict
     for row in tables["cycles"]:
         for column in tool_columns - row.keys():
             row[column] = 0
-    return {name: _uniform(rows) for name, rows in tables.items()}
+    return {name: one_type_per_column(rows) for name, rows in tables.items()}
 
 
 def columns(name: str, rows: Sequence[dict[str, Any]]) -> list[str]:
