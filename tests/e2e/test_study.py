@@ -217,3 +217,17 @@ def test_export_names_a_run_or_a_batch(made: Made) -> None:
         result = cli_in_process(made.backend, "export", *args)
         assert result.returncode == 2 and message in result.stderr, args
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_load_finds_storage_as_the_cli_does(
+    postgres_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = postgres_backend
+    with StubServer(models=["stub-a"]).start() as server:
+        run_ids = run_batch(backend, server, "pg", ["stub-a"], replicates=1, cycles=2)
+    assert backend.db_url is not None
+    by_url = contreact.load(batch="pg", storage=backend.db_url)
+    assert list(by_url.runs.run_id) == run_ids and list(by_url.cycles.cycle) == [1, 2]
+    # No storage given: CONTREACT_DB_URL, as `contreact` without --db-url reads it.
+    monkeypatch.setenv("CONTREACT_DB_URL", backend.db_url)
+    assert_frame_equal(contreact.load(batch="pg").cycles, by_url.cycles)
