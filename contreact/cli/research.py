@@ -230,8 +230,8 @@ def export(
 ) -> None:
     """Export a run (its event log as JSON lines, or its cycles as CSV) or a batch's tables.
 
-    A batch's tables are those `contreact.load` returns (parquet needs the analysis
-    extra: pip install 'contreact[analysis]').
+    A batch's tables are those `contreact.load` returns; parquet needs pandas and
+    pyarrow, the `analysis` extra.
     """
     from contreact.checkpoints.engines import engine_for
 
