@@ -81,6 +81,11 @@ def export_run(engine: Engine, run_id: str, fmt: str, stream: TextIO) -> int:
         AnalysisInputError: Unknown format.
         RunNotFoundError: Unknown run.
     """
+    if fmt == "parquet":
+        raise AnalysisInputError(
+            "a run exports as jsonl or csv; parquet holds a batch's tables: "
+            "contreact export --batch NAME --format parquet"
+        )
     if fmt not in FORMATS:
         raise AnalysisInputError(f"unknown export format {fmt!r}; use one of: {', '.join(FORMATS)}")
     get_run(engine, run_id)

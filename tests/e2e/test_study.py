@@ -213,6 +213,7 @@ def test_export_names_a_run_or_a_batch(made: Made) -> None:
         ([made.run_ids[0], "--batch", "s"], "name a run, or a batch with --batch NAME"),
         (["--batch", "nope"], "no runs belong to batch 'nope'"),
         (["--batch", "s", "-f", "xml"], "unknown export format 'xml'; use one of: parquet, csv"),
+        ([made.run_ids[0], "-f", "parquet"], "parquet holds a batch's tables: contreact export"),
     ):
         result = cli_in_process(made.backend, "export", *args)
         assert result.returncode == 2 and message in result.stderr, args
