@@ -179,13 +179,21 @@ def test_load_by_run_ids_and_its_bad_input(made: Made) -> None:
 def test_without_pandas_csv_exports_and_the_rest_says_what_to_install(
     made: Made, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # `import contreact` and the CLI never import pandas.
-    probe = "import sys, contreact, contreact.cli.app, contreact.analysis.study\n"
-    probe += "print(*sys.modules)"
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    loaded = set(done.stdout.split())
+    def loaded_by(code: str) -> set[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", f"{code}\nprint(*sys.modules)"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return set(done.stdout.split())
+
+    # `import contreact` stays cheap: `load` is imported when first used.
+    assert not {m for m in loaded_by("import sys, contreact") if m.startswith("sqlalchemy")}
+    # Neither the CLI nor the study module imports pandas before it is needed.
+    loaded = loaded_by("import sys, contreact, contreact.cli.app, contreact.analysis.study")
     assert "contreact.analysis.study" in loaded and not loaded & {"pandas", "pyarrow"}
 
     monkeypatch.setitem(sys.modules, "pandas", None)  # importing it now raises ImportError
