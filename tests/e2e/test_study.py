@@ -240,3 +240,10 @@ def test_load_finds_storage_as_the_cli_does(
     # No storage given: CONTREACT_DB_URL, as `contreact` without --db-url reads it.
     monkeypatch.setenv("CONTREACT_DB_URL", backend.db_url)
     assert_frame_equal(contreact.load(batch="pg").cycles, by_url.cycles)
+
+
+def test_a_batch_exports_into_the_data_directory_by_default(made: Made) -> None:
+    result = cli_in_process(made.backend, "export", "--batch", "s", "-f", "csv")
+    assert result.returncode == 0, result.stderr
+    folder = made.backend.data_dir / "exports" / "s"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{t}.csv" for t in TABLES)
