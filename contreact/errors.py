@@ -15,3 +15,7 @@ class NotWaitingError(Exception):
 
 class OperatorUnavailableError(Exception):
     """The terminal policy needs a console and there is none."""
+
+
+class MissingExtraError(ImportError):
+    """An optional extra's packages are needed and not installed (e.g. pandas: `analysis`)."""

@@ -207,36 +207,74 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
 
 @dataclass(frozen=True)
 class ModelSummary:
-    """Table 1 of one model: mean and sd over its replicate runs."""
+    """Table 1 of one model: mean and sd over its replicate runs of one length (one batch)."""
 
     model: str
     runs: list[str]
     mean: dict[str, float]
     sd: dict[str, float | None]
     cycles_mean: float
+    batch: str | None = None
+    """The runs' batch, when the summaries compare batches (else None)."""
+    cycles: int | None = None
+    """The runs' length in cycles (every run of a summary has the same)."""
+    label: str = ""
+    """How a table names this group: the model, with its batch when batches are compared
+    and its length when the model's runs differ in length."""
 
 
 def model_summaries(rows: Sequence[RunSummary]) -> list[ModelSummary]:
-    """Per-model Table 1 (means ± sd over runs), models in order of first appearance."""
-    groups: dict[str, list[RunSummary]] = {}
+    """Per-model Table 1 (means ± sd over runs), models in order of first appearance.
+
+    Table 1's numbers are run totals, so runs of different lengths are never averaged
+    together: a model whose runs differ in length (an extended run, one that failed
+    early) gets one summary per length. Runs of several batches are summarized per
+    batch, so two studies stand side by side.
+    """
+    by_batch = len({row.batch for row in rows}) > 1
+    groups: dict[tuple[str | None, str, int], list[RunSummary]] = {}
     for row in rows:
-        groups.setdefault(row.model, []).append(row)
+        groups.setdefault((row.batch if by_batch else None, row.model, row.cycles), []).append(row)
+    lengths: dict[tuple[str | None, str], set[int]] = {}
+    for batch, model, cycles in groups:
+        lengths.setdefault((batch, model), set()).add(cycles)
     summaries = []
-    for model, group in groups.items():
+    for (batch, model, cycles), group in groups.items():
         mean: dict[str, float] = {}
         sd: dict[str, float | None] = {}
         for key in TABLE1_KEYS:
             mean[key], sd[key] = mean_sd([float(r.values[key]) for r in group])
+        label = model if batch is None else f"{batch} · {model}"
+        if len(lengths[(batch, model)]) > 1:
+            label += f" · {cycles} cycles"
         summaries.append(
             ModelSummary(
                 model=model,
                 runs=[r.run_id for r in group],
                 mean=mean,
                 sd=sd,
-                cycles_mean=mean_sd([float(r.cycles) for r in group])[0],
+                cycles_mean=float(cycles),
+                batch=batch,
+                cycles=cycles,
+                label=label,
             )
         )
-    return summaries
+    first = {key: i for i, key in reversed(list(enumerate((m.batch, m.model) for m in summaries)))}
+    return sorted(summaries, key=lambda m: (first[(m.batch, m.model)], m.cycles or 0))
+
+
+def length_notes(summaries: Sequence[ModelSummary]) -> list[str]:
+    """One sentence per model whose runs differ in length: they are shown apart, not pooled."""
+    lengths: dict[str, list[int]] = {}
+    for m in summaries:
+        name = m.model if m.batch is None else f"{m.batch} · {m.model}"
+        lengths.setdefault(name, []).append(m.cycles or 0)
+    return [
+        f"Runs of {name} differ in length ({', '.join(map(str, sorted(found)))} cycles): "
+        "Table 1 shows each length apart, never pooled."
+        for name, found in lengths.items()
+        if len(found) > 1
+    ]
 
 
 def format_mean_sd(mean: float, sd: float | None, digits: int = 1) -> str:

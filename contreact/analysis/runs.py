@@ -22,17 +22,19 @@ class AnalysisInputError(ValueError):
 
 
 def select_runs(
-    engine: Engine, run_ids: Sequence[str] | None = None, batch: str | None = None
+    engine: Engine,
+    run_ids: Sequence[str] | None = None,
+    batch: str | Sequence[str] | None = None,
 ) -> list[RunRecord]:
     """The runs named by id (in the order given, duplicates dropped) and/or by batch.
 
     Args:
         engine: The storage's engine.
         run_ids: Run ids; unknown ones raise.
-        batch: A batch name; every run registered with it, oldest first.
+        batch: A batch name, or several; every run registered with it, oldest first.
 
     Returns:
-        The runs, ids first, then the batch's runs not already named.
+        The runs, ids first, then each batch's runs not already named.
 
     Raises:
         RunNotFoundError: A named run does not exist.
@@ -42,10 +44,10 @@ def select_runs(
     for run_id in run_ids or []:
         if run_id not in chosen:
             chosen[run_id] = get_run(engine, run_id)
-    if batch is not None:
-        members = [r for r in list_runs(engine) if r.batch == batch]
+    for name in [batch] if isinstance(batch, str) else batch or []:
+        members = [r for r in list_runs(engine) if r.batch == name]
         if not members:
-            raise AnalysisInputError(f"no runs belong to batch {batch!r}")
+            raise AnalysisInputError(f"no runs belong to batch {name!r}")
         for record in members:
             chosen.setdefault(record.run_id, record)
     if not chosen:

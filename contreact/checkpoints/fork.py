@@ -67,16 +67,23 @@ def memory_at(conn: Connection, scope: str, point: ForkPoint) -> dict[str, str]:
     )
     memory: dict[str, str] = {}
     for key, raw in conn.execute(query):
-        if not point.inherits(str(key), "TOOL_CALL"):
-            continue
-        call = ToolCall.read(json.loads(raw))
-        if call.error or call.refused:
-            continue
-        if call.tool_name == "write":
-            memory[str(call.parameters["key"])] = str(call.parameters["value"])
-        elif call.tool_name == "delete":
-            memory.pop(str(call.parameters["key"]), None)
+        if point.inherits(str(key), "TOOL_CALL"):
+            replay_call(memory, ToolCall.read(json.loads(raw)))
     return memory
+
+
+def replay_call(memory: dict[str, str], call: ToolCall) -> None:
+    """Apply one logged tool call to `memory` as it changed the run's memory, if it did.
+
+    Memory changes only through successful `write` and `delete` calls, so replaying a
+    scope's TOOL_CALL events in log order rebuilds its memory at any point.
+    """
+    if call.error or call.refused:
+        return
+    if call.tool_name == "write":
+        memory[str(call.parameters["key"])] = str(call.parameters["value"])
+    elif call.tool_name == "delete":
+        memory.pop(str(call.parameters["key"]), None)
 
 
 def copy_history(conn: Connection, source: str, target: str, point: ForkPoint) -> None:

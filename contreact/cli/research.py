@@ -21,6 +21,8 @@ from contreact.cli.app import BadInputError, command, err, fail, out, storage
 from contreact.cli.output import emit_json, emit_table
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from contreact.analysis.pei.matrix import StaleRating
 
 T = TypeVar("T")
@@ -29,10 +31,11 @@ T = TypeVar("T")
 def _checked(action: Callable[[], T]) -> T:
     """Run an analysis call, turning its input errors into the CLI's exit-2 errors."""
     from contreact.analysis.runs import AnalysisInputError
+    from contreact.errors import MissingExtraError
 
     try:
         return action()
-    except AnalysisInputError as exc:
+    except (AnalysisInputError, MissingExtraError) as exc:
         raise BadInputError(str(exc)) from None
 
 
@@ -209,9 +212,9 @@ def _pei_cell(value: float | None, stale: StaleRating | None) -> str:
     return "–" if value is None else f"{value:g}"
 
 
-def _default_out(batch: str | None, run_ids: list[str]) -> Path:
-    if batch:
-        label = f"batch-{batch}"
+def _default_out(batches: list[str], run_ids: list[str]) -> Path:
+    if batches:
+        label = "batch-" + "+".join(batches)
     elif len(run_ids) == 1:
         label = run_ids[0]
     else:
@@ -222,7 +225,14 @@ def _default_out(batch: str | None, run_ids: list[str]) -> Path:
 @command()
 def report(
     runs: RunsArg = None,
-    batch: BatchOpt = None,
+    batch: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--batch",
+            help="Every run of this batch (with or instead of RUN); repeat to compare "
+            "batches side by side.",
+        ),
+    ] = None,
     out_dir: Annotated[
         Path | None,
         typer.Option("--out", help="Output folder (default: DATA_DIR/reports/<batch or run>)."),
@@ -238,10 +248,13 @@ def report(
     from contreact.checkpoints.engines import engine_for
 
     where = storage()
-    chosen = _checked(lambda: select_runs(engine_for(where), runs, batch))
-    target = out_dir or _default_out(batch, [r.run_id for r in chosen])
-    if batch:
-        title = f"contreact report: batch {batch}"
+    batches = list(dict.fromkeys(batch or []))
+    chosen = _checked(lambda: select_runs(engine_for(where), runs, batches))
+    target = out_dir or _default_out(batches, [r.run_id for r in chosen])
+    if len(batches) > 1:
+        title = "contreact report: batches " + ", ".join(batches[:-1]) + f" and {batches[-1]}"
+    elif batches:
+        title = f"contreact report: batch {batches[0]}"
     elif len(chosen) == 1:
         title = f"contreact report: run {chosen[0].run_id}"
     else:
@@ -256,20 +269,65 @@ def report(
 
 @command()
 def export(
-    run_id: Annotated[str, typer.Argument(help="The run.")],
+    run_id: Annotated[str | None, typer.Argument(help="The run (or --batch).")] = None,
+    batch: Annotated[
+        str | None,
+        typer.Option(
+            "--batch",
+            help="Export a batch's tables instead: runs, cycles, events, tool_calls, memory, "
+            "pei (one file each).",
+        ),
+    ] = None,
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="jsonl (event log) or csv (one row per cycle).")
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="A run: jsonl (event log) or csv (one row per cycle). "
+            "A batch: parquet, csv or jsonl.",
+        ),
     ] = "jsonl",
-    out_file: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")
+    out_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="A run: this file instead of stdout. "
+            "A batch: this folder (default: DATA_DIR/exports/<batch>).",
+        ),
     ] = None,
 ) -> None:
-    """Export a run: its event log as JSON lines, or its cycles as CSV."""
-    from contreact.analysis.export import export_run
+    """Export a run (its event log as JSON lines, or its cycles as CSV) or a batch's tables.
+
+    A batch's tables are those `contreact.load` returns; parquet needs pandas and
+    pyarrow, the `analysis` extra.
+    """
     from contreact.checkpoints.engines import engine_for
 
+    if (run_id is None) == (batch is None):
+        raise BadInputError("name a run, or a batch with --batch NAME (not both)")
+    engine = engine_for(storage())
+    if batch is not None:
+        _export_batch(engine, batch, fmt, out_path)
+        return
+    assert run_id is not None
+    _export_run(engine, run_id, fmt, out_path)
+
+
+def _export_batch(engine: Engine, batch: str, fmt: str, out_dir: Path | None) -> None:
+    from contreact.analysis.export import export_tables
+    from contreact.analysis.runs import select_runs
+
+    chosen = _checked(lambda: select_runs(engine, None, batch))
+    target = out_dir or storage().data_dir / "exports" / batch
+    for path, count in _checked(lambda: export_tables(engine, chosen, fmt, target)):
+        err.print(f"wrote {count} rows to {path}", markup=False)
+
+
+def _export_run(engine: Engine, run_id: str, fmt: str, out_file: Path | None) -> None:
+    from contreact.analysis.export import export_run
+
     try:
-        engine = engine_for(storage())
         if out_file is None:
             _checked(lambda: export_run(engine, run_id, fmt, sys.stdout))
             return

@@ -15,6 +15,7 @@ from contreact.analysis.metrics import (
     TABLE1_KEYS,
     RunSummary,
     format_mean_sd,
+    length_notes,
     mean_sd,
     model_summaries,
     run_summary,
@@ -90,6 +91,35 @@ def test_model_table_groups_runs_in_order_of_first_appearance() -> None:
     assert m1.mean["final_memory_keys"] == pytest.approx(24.0)
     assert m1.sd["final_memory_keys"] == pytest.approx(math.sqrt((16 + 4 + 4) / 2))
     assert m2.mean["memory_tool_ops"] == 10 and m2.sd["memory_tool_ops"] is None
+
+
+def test_runs_of_other_lengths_and_batches_are_never_pooled() -> None:
+    def run(run_id: str, batch: str, cycles: int, ops: int) -> RunSummary:
+        return RunSummary(
+            run_id,
+            "m",
+            batch,
+            "completed",
+            cycles,
+            {**dict.fromkeys(TABLE1_KEYS, 0), "memory_tool_ops": ops},
+        )
+
+    one_batch = model_summaries(
+        [run("a1", "A", 7, 70), run("a2", "A", 5, 50), run("a3", "A", 5, 40)]
+    )
+    assert [(m.label, m.runs, m.mean["memory_tool_ops"]) for m in one_batch] == [
+        ("m · 5 cycles", ["a2", "a3"], 45.0),
+        ("m · 7 cycles", ["a1"], 70.0),
+    ]
+    assert length_notes(one_batch) == [
+        "Runs of m differ in length (5, 7 cycles): Table 1 shows each length apart, never pooled."
+    ]
+    two = model_summaries([run("a1", "A", 5, 50), run("b1", "B", 5, 10), run("a2", "A", 5, 40)])
+    assert [(m.label, m.batch, m.runs) for m in two] == [
+        ("A · m", "A", ["a1", "a2"]),
+        ("B · m", "B", ["b1"]),
+    ]
+    assert length_notes(two) == []
 
 
 # ---------------------------------------------------------------- a batch, by hand

@@ -61,9 +61,10 @@ class ReportData:
 
 
 def in_report_order(runs: Sequence[RunRecord]) -> list[RunRecord]:
-    """Runs grouped by model (in order of first appearance), then by replicate number."""
+    """Runs by batch, then model (each in order of first appearance), then replicate."""
+    batch = {b: i for i, b in reversed(list(enumerate(r.batch for r in runs)))}
     first = {m: i for i, m in reversed(list(enumerate(r.model for r in runs)))}
-    return sorted(runs, key=lambda r: (first[r.model], replicate_of(r.run_id) or 0))
+    return sorted(runs, key=lambda r: (batch[r.batch], first[r.model], replicate_of(r.run_id) or 0))
 
 
 def _embedding_source(run: RunRecord) -> tuple[str | None, str]:

@@ -15,6 +15,7 @@ from contreact.analysis.pei.matrix import PeiMatrix
 from contreact.analysis.pei.self_rating import SelfCross
 from contreact.analysis.report.collect import ReportData
 from contreact.analysis.similarity import PairwiseSimilarity
+from contreact.checkpoints.registry import RunRecord
 
 PLOTTED: tuple[tuple[str, str], ...] = (
     ("memory_ops_total", "Memory tool ops"),
@@ -37,17 +38,25 @@ def _png(fig: Figure) -> bytes:
 
 
 def plot_cycles(data: ReportData) -> bytes:
-    """Per-cycle metrics: one panel per metric, one line per run (colour by model)."""
+    """Per-cycle metrics: one panel per metric, one line per run (colour by model).
+
+    When batches are compared, each batch's runs of a model have a colour of their own.
+    """
     fig = Figure(figsize=(16, 7.5), layout="constrained")
     axes = fig.subplots(2, 4).flatten()
-    models = list(dict.fromkeys(d.run.model for d in data.runs))
-    colours = {m: f"C{i % 10}" for i, m in enumerate(models)}
+    by_batch = len({d.run.batch for d in data.runs}) > 1
+
+    def group(run: RunRecord) -> tuple[str | None, str]:
+        return (run.batch if by_batch else None, run.model)
+
+    groups = list(dict.fromkeys(group(d.run) for d in data.runs))
+    colours = {g: f"C{i % 10}" for i, g in enumerate(groups)}
     styles = ["-", "--", ":", "-."]
-    seen: dict[str, int] = {}
+    seen: dict[tuple[str | None, str], int] = {}
     seeds = {m.run_id: m.seed for m in data.methods.runs} if data.methods else {}
     for d in data.runs:
-        index = seen.get(d.run.model, 0)
-        seen[d.run.model] = index + 1
+        index = seen.get(group(d.run), 0)
+        seen[group(d.run)] = index + 1
         cycles = [row["cycle"] for row in d.cycles]
         for ax, (key, _) in zip(axes, PLOTTED, strict=True):
             values = [row.get(key) for row in d.cycles]
@@ -58,7 +67,7 @@ def plot_cycles(data: ReportData) -> bytes:
                 marker="o",
                 markersize=3,
                 linestyle=styles[index % len(styles)],
-                color=colours[d.run.model],
+                color=colours[group(d.run)],
                 label=f"{d.run.run_id} (seed {seeds.get(d.run.run_id, '?')})",
             )
     for ax, (key, label) in zip(axes, PLOTTED, strict=True):

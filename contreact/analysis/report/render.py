@@ -15,6 +15,7 @@ from contreact.analysis.report.tables import (
     markdown_table,
     methods_lines,
     methods_table,
+    model_notes,
     model_table,
     pei_answers,
     pei_instrument_lines,
@@ -115,6 +116,7 @@ def render_markdown(data: ReportData, images: Sequence[tuple[str, str]]) -> str:
         "## Table 1 by model (mean ± sd over runs)",
         "As in Szeider (2025), Table 1: run totals over all cycles; final memory keys "
         "is the count at the end of the run.",
+        *model_notes(data),
         markdown_table(*model_table(data)),
         "## Table 1 by run",
         markdown_table(*run_table(data)),
@@ -175,6 +177,7 @@ def render_html(data: ReportData, images: Sequence[tuple[str, str, bytes]]) -> s
         "<h2>Table 1 by model (mean ± sd over runs)</h2>",
         '<p class="note">As in Szeider (2025), Table 1: run totals over all cycles; final '
         "memory keys is the count at the end of the run.</p>",
+        *(f'<p class="note">{html.escape(note)}</p>' for note in model_notes(data)),
         _html_table(*model_table(data)),
         "<h2>Table 1 by run</h2>",
         _html_table(*run_table(data), css="wide"),

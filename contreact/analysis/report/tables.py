@@ -14,6 +14,7 @@ from contreact.analysis.metrics import (
     TABLE1,
     TABLE1_KEYS,
     format_mean_sd,
+    length_notes,
 )
 from contreact.analysis.pei.matrix import PeiMatrix
 from contreact.analysis.pei.results import PeiResult
@@ -79,6 +80,8 @@ def model_rows(data: ReportData) -> list[dict[str, Any]]:
     for m in data.models:
         row: dict[str, Any] = {
             "model": m.model,
+            "batch": m.batch or "",
+            "cycles": m.cycles,
             "runs": len(m.runs),
             "run_ids": " ".join(m.runs),
             "cycles_mean": round(m.cycles_mean, 4),
@@ -95,9 +98,10 @@ def model_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
     """Table 1 per model in the paper's layout: metrics as rows, models as columns.
 
     Character counts are in thousands (k-chars), as the paper reports them; the CSV
-    files keep the exact counts.
+    files keep the exact counts. Compared batches, and runs of different lengths, have
+    columns of their own (`metrics.model_summaries`).
     """
-    headers = ["Metric", *(f"{m.model} (n={len(m.runs)})" for m in data.models)]
+    headers = ["Metric", *(f"{m.label or m.model} (n={len(m.runs)})" for m in data.models)]
     body = []
     for key, label in TABLE1:
         if key.endswith("_chars"):
@@ -111,6 +115,17 @@ def model_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
         else:
             body.append([label, *(format_mean_sd(m.mean[key], m.sd[key]) for m in data.models)])
     return headers, body
+
+
+def model_notes(data: ReportData) -> list[str]:
+    """What a reader of Table 1 by model must know: which batches, which lengths apart."""
+    batches = list(dict.fromkeys(m.batch for m in data.models if m.batch))
+    notes = []
+    if len(batches) > 1:
+        notes.append(
+            "Batches side by side: " + ", ".join(batches) + "; each column is one batch's runs."
+        )
+    return notes + length_notes(data.models)
 
 
 def methods_table(methods: Methods) -> tuple[list[str], list[list[str]]]:
