@@ -74,6 +74,7 @@ def test_batch_json_is_one_document(tmp_path: Path, sqlite_backend: Backend) -> 
             encoding="utf-8",
         )
         result = shell(sqlite_backend, f"contreact batch {config} --json | python3 -m json.tool")
+        host = server.url
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert [(r["run_id"], r["status"], r["cycles"]) for r in summary] == [
@@ -93,9 +94,12 @@ def test_batch_json_is_one_document(tmp_path: Path, sqlite_backend: Backend) -> 
         "status",
         "tok/s",
         "ETA",
+        "host",
+        "driver",
     ]
     row = shown.stdout.splitlines()[1].split("\t")
     assert row[:5] == ["piped.stub-model.r1", "stub-model", "1/1", "", "completed"]
+    assert row[7:] == [host, ""]  # its host; no process drives it any more
     standing = json.loads(shell(sqlite_backend, "contreact batch --status piped --json").stdout)
     assert [(r["run_id"], r["cycles_done"], r["status"]) for r in standing] == [
         ("piped.stub-model.r1", 1, "completed")
