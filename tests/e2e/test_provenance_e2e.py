@@ -20,8 +20,11 @@ import httpx
 import pytest
 
 from contreact import __version__
+from contreact.analysis.report.methods import collect_methods
+from contreact.checkpoints.engines import engine_for
+from contreact.checkpoints.registry import get_run
 from contreact.config import parse_config
-from contreact.runner import resume_run, start_run
+from contreact.runner import fork_run, resume_run, start_run
 from contreact.stub import StubServer
 from contreact.stub.ollama_api import STUB_DIGEST_PREFIX, ServedModel, stub_card
 from support.backends import Backend
@@ -39,6 +42,7 @@ class Made:
     digest: str
     """The model's digest as the stub listed it when the run started."""
     log: list[dict[str, Any]]
+    fork_log: list[dict[str, Any]]
     markdown: str
     html: str
     stderr: str
@@ -68,6 +72,8 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made]:
         card = stub_card(ServedModel("stub-model:latest", ("completion", "tools")))
         server.add_model("stub-model", card=dataclasses.replace(card, digest=PULLED_AGAIN))
         assert resume_run("p1", storage, extra_cycles=1).status == "completed"
+        fork = fork_run("p1", storage, at_cycle=1, new_run_id="p1-fork", cycles=2)
+        assert fork.status == "completed"
         url = server.url
     # Every host is down now: nothing answers where the stub was.
     with pytest.raises(httpx.HTTPError):
@@ -80,6 +86,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made]:
         url,
         next(m["digest"] for m in tags if m["name"] == "stub-model:latest"),
         read_log(backend, "p1"),
+        read_log(backend, "p1-fork"),
         (out / "report.md").read_text(encoding="utf-8"),
         (out / "report.html").read_text(encoding="utf-8"),
         result.stderr,
@@ -157,6 +164,19 @@ def test_a_report_made_with_the_host_down_carries_the_full_record(made: Made) ->
     assert (
         PULLED_AGAIN in made.html and "were made against contreact&#x27;s bundled stub" in made.html
     )
+
+
+def test_a_fork_records_its_own_start_and_is_reported_from_it(made: Made) -> None:
+    (_, inherited), (kind, own) = records(made.fork_log)
+    assert kind == "RUN_START" and own["forked_from"] == "p1"
+    # The parent's start is its history; the fork began later, with the model pulled again.
+    assert inherited["provenance"]["digest"] == made.digest
+    assert own["provenance"]["digest"] == PULLED_AGAIN and own["provenance"]["server"] == "stub"
+    engine = engine_for(made.backend.storage())
+    (fork,) = collect_methods(engine, [get_run(engine, "p1-fork")]).runs
+    assert [r.occasion for r in fork.records] == ["fork"]
+    assert fork.digest == PULLED_AGAIN and fork.digest_changes() == []
+    assert fork.started == own["provenance"]["recorded_at"]
 
 
 def test_a_kill_after_run_start_committed_replays_its_record(
