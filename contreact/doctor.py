@@ -67,13 +67,21 @@ def run_checks(settings: Settings, storage: Storage, timeout: float = 5.0) -> It
     embedding_found = False
     with httpx.Client(timeout=timeout) as client:
         try:
-            version = client.get(f"{host}/api/version").json().get("version", "?")
-        except (httpx.HTTPError, ValueError) as exc:
+            answer = client.get(f"{host}/api/version").json()
+            version = answer.get("version", "?")
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
             yield Check(
                 "ollama", False, f"cannot reach Ollama at {host}: {exc}; is `ollama serve` running?"
             )
         else:
-            yield Check("ollama", True, f"Ollama {version} at {host}")
+            # The bundled stub says so: a run against it is recorded as a stub run.
+            stub = answer.get("contreact_stub")
+            server = (
+                f"contreact stub {stub} (speaking Ollama {version})"
+                if stub
+                else f"Ollama {version}"
+            )
+            yield Check("ollama", True, f"{server} at {host}")
             try:
                 details = _show(client, host, model)
             except httpx.HTTPError as exc:
