@@ -15,6 +15,7 @@ run goes on (its model calls have their own retries and errors).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import platform
@@ -49,6 +50,12 @@ def sha256_json(value: Any) -> str:
 
 def library_versions() -> dict[str, str]:
     """contreact's, the model stack's, Python's and the platform's versions."""
+    return dict(_library_versions())
+
+
+@functools.cache
+def _library_versions() -> dict[str, str]:
+    # Fixed for the life of a process: a batch's or a chat's many records read them once.
     from contreact import __version__
 
     versions = {"contreact": __version__}
