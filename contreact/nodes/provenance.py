@@ -129,7 +129,8 @@ def ask_server(host: str, model: str, timeout_s: float) -> dict[str, Any]:
             problems.append(f"/api/show: {_reason(exc)}")
         try:
             # Ollama's /api/show has no digest; /api/tags lists one per model.
-            tags = client.get(f"{base}/api/tags").json()
+            reply = client.get(f"{base}/api/tags")
+            tags = reply.json() if reply.status_code == 200 else None
             listed = tags.get("models") if isinstance(tags, dict) else None
             want = _canonical(model)
             digest = next(
@@ -143,6 +144,8 @@ def ask_server(host: str, model: str, timeout_s: float) -> dict[str, Any]:
             )
             if digest or show_digest:
                 found["digest"] = str(digest or show_digest)
+            elif tags is None:
+                problems.append(f"/api/tags answered HTTP {reply.status_code}")
             else:
                 problems.append(f"/api/tags does not list {model}")
         except (httpx.HTTPError, ValueError) as exc:

@@ -5,7 +5,8 @@ extended, then the stub stops: the report, made with no host to ask, carries the
 record (digest and its change, server and versions, options, hashes, dates) and says the
 runs were made against the stub. A kill -9 right after RUN_START committed, then a resume:
 the replayed step reuses the record (one RUN_START, the host asked once for it), and the
-resume makes its own.
+resume makes its own. A host whose metadata endpoints fail: the record says `unavailable` and
+why, and the run runs.
 """
 
 from __future__ import annotations
@@ -203,3 +204,32 @@ def test_a_kill_after_run_start_committed_replays_its_record(
     # The resume asked the host once, for its own record; the replayed step asked nothing.
     assert asked_before == 1 and asked == 2
     assert records(log)[1][1]["occasion"] == "resume"
+
+
+def test_a_host_that_cannot_answer_show_is_recorded_unavailable_and_the_run_runs(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    def broken(h: Any, path: str, raw: bytes) -> None:
+        h.send_json(500, {"error": "metadata store is down"})
+
+    with StubServer().start() as server:
+        # Chat works; the metadata endpoints fail (an Ollama whose model store is broken).
+        server._show = broken  # type: ignore[method-assign]
+        server._tags = broken  # type: ignore[method-assign]
+        config = write_config(
+            tmp_path / "c.yaml", sqlite_backend, cycles=1, ollama={"host": server.url}
+        )
+        done = cli_in_process(sqlite_backend, "run", str(config))
+        assert done.returncode == 0, done.stderr
+        out = tmp_path / "report"
+        report = cli_in_process(sqlite_backend, "report", "run-1", "--out", str(out))
+    assert report.returncode == 0, report.stderr
+    (start,) = [p for k, p in records(read_log(sqlite_backend, "run-1")) if k == "RUN_START"]
+    record = start["provenance"]
+    assert record["server"] == "stub" and record["digest"] == "unavailable"
+    assert record["unavailable"] == "/api/show answered HTTP 500; /api/tags answered HTTP 500"
+    assert record["ollama_version"] == "0.12.6" and record["options"]["seed"] == 42
+    markdown = (out / "report.md").read_text(encoding="utf-8")
+    methods = markdown[markdown.index("## Methods") :]
+    assert "| run-1 | stub-model | – | 42 |" in methods and "| unavailable |" in methods
+    assert "/api/show answered HTTP 500; /api/tags answered HTTP 500" in methods
