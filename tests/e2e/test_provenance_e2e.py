@@ -143,7 +143,7 @@ def test_a_report_made_with_the_host_down_carries_the_full_record(made: Made) ->
     assert "changed at cycle 3 (extension, " in methods and f"-> {PULLED_AGAIN}" in methods
     # The server, and that it was the stub.
     assert f"contreact stub {__version__} (speaking Ollama 0.12.6)" in methods
-    assert "Runs p1 were made against contreact's bundled stub" in methods
+    assert "Run p1 was made against contreact's bundled stub" in methods
     assert "| p1 | stub |" in methods
     # Options, library versions, hashes.
     assert "top_k=17" in methods and "| 0.3 |" in methods
@@ -163,7 +163,7 @@ def test_a_report_made_with_the_host_down_carries_the_full_record(made: Made) ->
     assert "unavailable" not in methods
     # The HTML page says the same.
     assert (
-        PULLED_AGAIN in made.html and "were made against contreact&#x27;s bundled stub" in made.html
+        PULLED_AGAIN in made.html and "was made against contreact&#x27;s bundled stub" in made.html
     )
 
 

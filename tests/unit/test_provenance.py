@@ -97,3 +97,29 @@ def test_a_run_made_before_provenance_was_recorded_is_reported_as_not_recorded(
     assert f"Provenance of old: {NOT_RECORDED}." in methods_lines(methods)
     assert provenance_table(methods)[1][0][1] == NOT_RECORDED
     assert methods.ollama_versions == {"http://127.0.0.1:9": NOT_RECORDED}
+
+
+def test_a_run_whose_host_was_down_at_its_start_is_reported_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    storage = resolve_storage(tmp_path)
+    engine = engine_for(storage)
+    host = closed_port()
+    ctx = Context.model_validate({"model": "m", "ollama": {"host": host}})
+    for run_id, steps in (("down", 5), ("other", 9)):
+        config = {"limits": {"max_steps_per_cycle": steps}, "user_turn": "Go."}
+        create_run(engine, run_id, model="m", host=host, config=config)
+        start = RunStart(model="m", provenance=gather(ctx, task=None))
+        Ledger(storage, run_id, engine).emit(Event(1, keys.RUN_START, start))
+    methods = collect_methods(engine, [get_run(engine, r) for r in ("down", "other")])
+    run = methods.runs[0]
+    assert run.digest == "unavailable" and run.server == "unavailable"
+    headers, body = provenance_table(methods)
+    row = dict(zip(headers, body[0], strict=True))
+    assert row["Server version"] == "unavailable"
+    assert row["Model details"].startswith(f"{host}/api/version: ConnectError")
+    lines = methods_lines(methods)
+    # What differs between runs is given per run; what they share, once.
+    assert "Limits: max_steps_per_cycle=5 (down); max_steps_per_cycle=9 (other)." in lines
+    assert "User turn: 'Go.'." in lines
+    assert not any("bundled stub" in line for line in lines)

@@ -258,7 +258,9 @@ def server_version(record: Record) -> str:
         return f"contreact stub {data.get('stub_version', '?')} (speaking Ollama {version})"
     if data.get("server") == "in-process":
         return "in-process chat model (no server)"
-    return f"Ollama {version}"
+    if data.get("server") == "ollama":
+        return f"Ollama {version}"
+    return "unavailable"
 
 
 def _server_versions(runs: Sequence[RunMethods]) -> dict[str, str]:

@@ -146,7 +146,8 @@ def provenance_table(methods: Methods) -> tuple[list[str], list[list[str]]]:
     """What each run was made with, as its records say (recorded when it ran)."""
     headers = [
         "Run", "Server", "Host", "Server version", "Model details", "Template SHA-256",
-        "Started", "Ended", "Resumes", "Digest changes", "Prompt / tools / settings SHA-256",
+        "Started", "Ended", "Resumes and extensions", "Digest changes",
+        "Prompt / tools / settings SHA-256",
     ]  # fmt: skip
     body = []
     for m in methods.runs:
@@ -206,9 +207,10 @@ def methods_lines(methods: Methods) -> list[str]:
     ]
     stub = [m.run_id for m in runs if m.server == "stub"]
     if stub:
+        which = f"Runs {', '.join(stub)} were" if len(stub) > 1 else f"Run {stub[0]} was"
         lines.append(
-            f"Runs {', '.join(stub)} were made against contreact's bundled stub (scripted "
-            "answers or a GGUF file served without Ollama), not an Ollama server."
+            f"{which} made against contreact's bundled stub (scripted answers or a GGUF file "
+            "served without Ollama), not an Ollama server."
         )
     old = [m.run_id for m in runs if not m.records]
     if old:
