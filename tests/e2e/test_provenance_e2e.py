@@ -3,9 +3,9 @@
 A run is made against the stub, the model is "pulled again" (another digest) and the run is
 extended, then the stub stops: the report, made with no host to ask, carries the whole
 record (digest and its change, server and versions, options, hashes, dates) and says the
-runs were made against the stub. A kill -9 right after RUN_START committed, then a resume:
-the replayed step reuses the record (one RUN_START, the host asked once for it), and the
-resume makes its own. A host whose metadata endpoints fail: the record says `unavailable` and
+runs were made against the stub. kill -9 right after RUN_START committed, and right after a
+resume's PROVENANCE committed, on both backends: the replayed step reuses its record (one
+RUN_START, the host asked once for it), and every drive makes exactly one record of its own. A host whose metadata endpoints fail: the record says `unavailable` and
 why, and the run runs.
 """
 
@@ -180,30 +180,31 @@ def test_a_fork_records_its_own_start_and_is_reported_from_it(made: Made) -> Non
     assert fork.started == own["provenance"]["recorded_at"]
 
 
-def test_a_kill_after_run_start_committed_replays_its_record(
-    tmp_path: Path, sqlite_backend: Backend
+def test_kills_after_a_record_committed_replay_it_and_every_drive_records_once(
+    tmp_path: Path, backend: Backend
 ) -> None:
     with StubServer().start() as server:
-        config = write_config(
-            tmp_path / "c.yaml", sqlite_backend, cycles=1, ollama={"host": server.url}
-        )
-        killed = cli(
-            sqlite_backend,
-            "run",
-            str(config),
-            env={"CONTREACT_FAILPOINTS": "after-commit:run:start"},
-        )
-        assert killed.returncode == -9
-        asked_before = len(server.requests("/api/version"))
-        resumed = cli(sqlite_backend, "resume", "run-1")
-        assert resumed.returncode == 0, resumed.stderr
-        asked = len(server.requests("/api/version"))
-    log = read_log(sqlite_backend, "run-1")
-    kinds = [k for k, _ in records(log)]
-    assert kinds == ["RUN_START", "PROVENANCE"]
-    # The resume asked the host once, for its own record; the replayed step asked nothing.
-    assert asked_before == 1 and asked == 2
-    assert records(log)[1][1]["occasion"] == "resume"
+        config = write_config(tmp_path / "c.yaml", backend, cycles=1, ollama={"host": server.url})
+        asked = []
+        for args, point in (
+            (["run", str(config)], "after-commit:run:start"),
+            (["resume", "run-1"], "after-commit:run:provenance:0"),
+            (["resume", "run-1"], None),
+        ):
+            env = {"CONTREACT_FAILPOINTS": point} if point else None
+            done = cli(backend, *args, env=env)
+            assert done.returncode == (-9 if point else 0), done.stderr
+            asked.append(len(server.requests("/api/version")))
+    log = read_log(backend, "run-1")
+    assert [(k, p.get("occasion")) for k, p in records(log)] == [
+        ("RUN_START", None),
+        ("PROVENANCE", "resume"),
+        ("PROVENANCE", "resume"),
+    ]
+    # Each drive asked the host once, for its own record; the replayed first step (its
+    # RUN_START committed before the kill) asked nothing again.
+    assert asked == [1, 2, 3]
+    assert [e["event_type"] for e in log].count("CYCLE_END") == 1
 
 
 def test_a_host_that_cannot_answer_show_is_recorded_unavailable_and_the_run_runs(
