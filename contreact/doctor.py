@@ -89,12 +89,16 @@ def run_checks(settings: Settings, storage: Storage, timeout: float = 5.0) -> It
 
 def _version(client: httpx.Client, host: str) -> Check:
     try:
-        version = client.get(f"{host}/api/version").json().get("version", "?")
+        answer = client.get(f"{host}/api/version").json()
+        version = answer.get("version", "?")
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         return Check(
             "ollama", False, f"cannot reach Ollama at {host}: {exc}; is `ollama serve` running?"
         )
-    return Check("ollama", True, f"Ollama {version} at {host}")
+    # The bundled stub says so: a run against it is recorded as a stub run.
+    stub = answer.get("contreact_stub")
+    server = f"contreact stub {stub} (speaking Ollama {version})" if stub else f"Ollama {version}"
+    return Check("ollama", True, f"{server} at {host}")
 
 
 def _model_checks(client: httpx.Client, host: str, model: str, tools: str) -> Iterator[Check]:

@@ -22,7 +22,14 @@ from langgraph.types import Command
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for, fault_of
-from contreact.checkpoints.events import Event, HostChange, OperatorMessage, RunFork, count_events
+from contreact.checkpoints.events import (
+    Event,
+    HostChange,
+    OperatorMessage,
+    Provenance,
+    RunFork,
+    count_events,
+)
 from contreact.checkpoints.fork import fork_run_history
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.persistence import Checkpointed, Latest, open_run
@@ -38,11 +45,13 @@ from contreact.checkpoints.registry import (
 from contreact.checkpoints.saver import open_saver
 from contreact.checkpoints.storage import Storage
 from contreact.checkpoints.storage_faults import StorageFault
+from contreact.checkpoints.transactions import Tx
 from contreact.config import Config, apply_overrides, deep_merge, parse_config
 from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
 from contreact.graph.state import AgentState, Context, fresh_cycle
 from contreact.graph.wiring import builder, recursion_limit
 from contreact.nodes.ollama_client import ModelCallError
+from contreact.nodes.provenance import gather
 from contreact.nodes.step import node_started
 from contreact.operator_policy import AskOperator
 from contreact.operator_policy import answer as answer_by_policy
@@ -256,13 +265,17 @@ def fork_run(
         fork_cycle=at_cycle,
     )
     fork_run_history(engine, source_id, new_run_id, at_cycle)
-    Ledger(storage, new_run_id, engine).emit(
-        Event(
-            at_cycle + 1,
-            keys.branch_start(new_run_id),
-            RunFork(forked_from=source_id, at_cycle=at_cycle, model=config.model),
+    ctx = Context.of(config, storage)
+
+    def branch(_conn: Tx) -> tuple[dict[str, Any], list[Event]]:
+        # The fork's own record: it may run another model, on another host, later.
+        record = gather(ctx, task=config.task)
+        start = RunFork(
+            forked_from=source_id, at_cycle=at_cycle, model=config.model, provenance=record
         )
-    )
+        return record, [Event(at_cycle + 1, keys.branch_start(new_run_id), start)]
+
+    Ledger(storage, new_run_id, engine).once(keys.branch_start(new_run_id), at_cycle + 1, branch)
     return _drive(record, config, storage, None, progress, ask_operator)
 
 
@@ -362,6 +375,9 @@ def _drive_steps(
         else:
             assert state is not None
             span = (state.cycle, state.last_cycle)
+        if resume:
+            occasion = "extension" if extension and isinstance(payload, dict) else "resume"
+            _record_provenance(storage, record.run_id, ctx, config, occasion, span[0])
         # An extended run is shown from the cycle it opens (5 of 6), not where it ended (4/4).
         shown = None if state is None else replace(state, cycle=span[0], last_cycle=span[1])
         progress.started(record, shown, resume and state is not None)
@@ -425,6 +441,25 @@ def _drive_steps(
                 return finish("paused", "waiting for the operator's reply")
             progress.operator(message, answer["reply"], answer["policy"])
             payload = Command(resume=answer)
+
+
+def _record_provenance(
+    storage: Storage, run_id: str, ctx: Context, config: Config, occasion: str, cycle: int
+) -> dict[str, Any]:
+    """Record what a resume or an extension goes on with: one PROVENANCE per drive.
+
+    The n-th drive's record has the n-th key, counted from the committed records, so a
+    drive killed before its record committed leaves none, and every later drive gets one.
+    """
+    engine = engine_for(storage)
+    n = count_events(engine, run_id, event_type=Provenance.event_type)
+
+    def act(_conn: Tx) -> tuple[dict[str, Any], list[Event]]:
+        record = gather(ctx, task=config.task)
+        event = Provenance(occasion=occasion, provenance=record)
+        return record, [Event(cycle, keys.provenance(n), event)]
+
+    return Ledger(storage, run_id, engine).once(keys.provenance(n), cycle, act)
 
 
 def _starting_point(

@@ -31,6 +31,7 @@ from contreact.checkpoints.transactions import Tx
 EventType = Literal[
     "RUN_START",
     "HOST_CHANGE",
+    "PROVENANCE",
     "CYCLE_START",
     "LLM_INVOCATION",
     "TOOL_CALL",
@@ -95,6 +96,20 @@ class RunStart(Payload):
     """The run's seed (`model_options.seed`; None: unseeded)."""
     reasoning: bool | str | None = None
     """Ollama's think setting: true, false, low, medium or high (None: the model's default)."""
+    provenance: dict[str, Any] | None = None
+    """What the run was made with, asked of its host as it began (`nodes.provenance`); None
+    in runs made before provenance was recorded."""
+
+
+@dataclass(frozen=True)
+class Provenance(Payload):
+    """A run was resumed or extended: what it goes on with (its host asked again)."""
+
+    event_type: ClassVar[EventType] = "PROVENANCE"
+    occasion: str = "resume"
+    """`resume` (continued where it stopped) or `extension` (`resume --cycles N`)."""
+    provenance: dict[str, Any] = field(default_factory=dict)
+    """The record, as in RUN_START (`nodes.provenance`)."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +126,9 @@ class RunFork(Payload):
     """A branch begins: a `contreact fork`, or Studio time travel (`checkpoints.lineage`)."""
 
     event_type: ClassVar[EventType] = "RUN_START"
-    optional: ClassVar[frozenset[str]] = frozenset({"at_step", "checkpoint_id", "thread_id"})
+    optional: ClassVar[frozenset[str]] = frozenset(
+        {"at_step", "checkpoint_id", "thread_id", "provenance"}
+    )
     forked_from: str = ""
     """The scope branched from (a run id, or `RUN@LINEAGE`)."""
     at_cycle: int = 0
@@ -120,6 +137,8 @@ class RunFork(Payload):
     at_step: int | None = None
     checkpoint_id: str | None = None
     thread_id: str | None = None
+    provenance: dict[str, Any] | None = None
+    """What a `contreact fork` goes on with, as in RUN_START (a Studio branch: None)."""
 
 
 @dataclass(frozen=True)
@@ -280,6 +299,7 @@ class RunEnd(Payload):
 PAYLOADS: dict[EventType, tuple[type[Payload], ...]] = {
     "RUN_START": (RunStart, RunFork),
     "HOST_CHANGE": (HostChange,),
+    "PROVENANCE": (Provenance,),
     "CYCLE_START": (CycleStart,),
     "LLM_INVOCATION": (LlmInvocation,),
     "TOOL_CALL": (ToolCall,),

@@ -29,6 +29,11 @@ def host_change(n: int) -> str:
     return f"run:host:{n}"
 
 
+def provenance(n: int) -> str:
+    """The `n`-th PROVENANCE (0-based): the record made as a resume or an extension began."""
+    return f"run:provenance:{n}"
+
+
 def cycle_start(cycle: int) -> str:
     """CYCLE_START of `cycle`."""
     return f"c{cycle}:start"

@@ -22,10 +22,12 @@ from langgraph.runtime import Runtime
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import Note, earlier_notes
 from contreact.checkpoints.events import ContextTrim, CycleStart, Event, RunStart
+from contreact.checkpoints.transactions import Tx
 from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.budgets import tools_offered
 from contreact.nodes.context_budget import fit_reflections, plan_trim
 from contreact.nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
+from contreact.nodes.provenance import gather
 from contreact.nodes.step import engine_of, ledger_of, node
 from contreact.nodes.tool_mode import decide_tool_mode
 from contreact.text.tokens import estimate_tokens
@@ -86,6 +88,23 @@ def notes_tokens(notes: tuple[Note, ...], tasked: bool) -> tuple[int, ...]:
     return tuple(note_tokens(n, tasked) for n in notes)
 
 
+def run_start(
+    ctx: Context, state: AgentState, tools: dict[str, Any] | None, record: dict[str, Any]
+) -> RunStart:
+    """The RUN_START of a run beginning with `state` under `ctx`, with its provenance."""
+    return RunStart(
+        model=ctx.model,
+        host=ctx.host,
+        last_cycle=state.last_cycle,
+        task=state.task,
+        options=ctx.sent_options,
+        tools=tools,
+        seed=ctx.sent_options.get("seed"),
+        reasoning=ctx.ollama.reasoning,
+        provenance=record,
+    )
+
+
 @node
 def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     """Open the cycle (first step) or trim the cycle to the context budget (later steps)."""
@@ -100,26 +119,21 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         tool_mode = update["tool_mode"] = decided["mode"]
     if not messages:
         text = state.opening or opening_turn(ctx.user_turn, cycle, state.task)
+        if cycle == 1:
+            # A fork or an extension opens a later cycle; its record is the runner's.
+            tools = decided
+
+            def start(_conn: Tx) -> tuple[dict[str, Any], list[Event]]:
+                record = gather(ctx, task=state.task)
+                return record, [Event(cycle, keys.RUN_START, run_start(ctx, state, tools, record))]
+
+            ledger.once(keys.RUN_START, cycle, start)
         ledger.emit(
-            Event(
-                cycle,
-                keys.RUN_START,
-                RunStart(
-                    model=ctx.model,
-                    host=ctx.host,
-                    last_cycle=state.last_cycle,
-                    task=state.task,
-                    options=ctx.sent_options,
-                    tools=decided,
-                    seed=ctx.sent_options.get("seed"),
-                    reasoning=ctx.ollama.reasoning,
-                ),
-            ),
             Event(
                 cycle,
                 keys.cycle_start(cycle),
                 CycleStart(opening=text, advisory=state.advisory),
-            ),
+            )
         )
         messages = [HumanMessage(content=text, id=f"c{cycle}-open")]
         update["messages"] = messages

@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_MODELS",
     "EMBEDDING_CAPABILITIES",
     "OLLAMA_VERSION",
+    "STUB_DIGEST_PREFIX",
     "ChatRequest",
     "Reply",
     "ServedModel",
@@ -38,12 +39,14 @@ __all__ = [
     "estimate_tokens",
     "message_text",
     "show_body",
+    "version_body",
     "split_text",
     "tags_body",
     "whole_chat_body",
 ]
 
 OLLAMA_VERSION = "0.12.6"
+"""The Ollama version whose API the stub speaks (and says it speaks, beside its own name)."""
 DEFAULT_MODELS: tuple[str, ...] = ("stub-model",)
 DEFAULT_EMBEDDING_MODELS: tuple[str, ...] = ("stub-embed",)
 CHAT_CAPABILITIES: tuple[str, ...] = ("completion", "tools")
@@ -437,6 +440,8 @@ class ModelCard:
     license: str = "stub"
     parameters: str = ""
     """The Modelfile parameters `/api/show` lists (e.g. `stop "<end_of_turn>"`)."""
+    digest: str | None = None
+    """The model's digest; None: the scripted model's, which says it is the stub's."""
 
 
 def stub_card(model: ServedModel) -> ModelCard:
@@ -446,9 +451,16 @@ def stub_card(model: ServedModel) -> ModelCard:
     return ModelCard("stub", "8B", "Q4_K_M", 4_920_753_328, 8_000_000_000, 32768, 4096)
 
 
-def digest(model: ServedModel) -> str:
-    """A stable digest for the model (Ollama's is the manifest's sha256)."""
-    return hashlib.sha256(model.name.encode()).hexdigest()
+STUB_DIGEST_PREFIX = "stub:"
+"""What a scripted model's digest starts with: a run's record must never pass a stub's
+model off as a real one (Ollama's digests are bare sha256 hex)."""
+
+
+def digest(model: ServedModel, card: ModelCard) -> str:
+    """The model's digest: the card's (a real GGUF's SHA-256), else a stub's stable one."""
+    if card.digest:
+        return card.digest
+    return STUB_DIGEST_PREFIX + hashlib.sha256(model.name.encode()).hexdigest()
 
 
 def details(card: ModelCard) -> dict[str, Any]:
@@ -472,7 +484,7 @@ def tags_body(models: Sequence[tuple[ServedModel, ModelCard]]) -> dict[str, Any]
                 "model": m.name,
                 "modified_at": "2025-01-01T00:00:00Z",
                 "size": card.size,
-                "digest": digest(m),
+                "digest": digest(m, card),
                 "details": details(card),
             }
             for m, card in models
@@ -495,7 +507,19 @@ def show_body(model: ServedModel, card: ModelCard, *, capabilities: bool = True)
             f"{arch}.context_length": card.context_length,
             f"{arch}.embedding_length": card.embedding_length,
         },
-        "digest": digest(model),
+        "digest": digest(model, card),
         "modified_at": "2025-01-01T00:00:00Z",
         **({"capabilities": list(model.capabilities)} if capabilities else {}),
     }
+
+
+def version_body() -> dict[str, Any]:
+    """The ``/api/version`` answer: Ollama's API version, and that this is contreact's stub.
+
+    ``version`` stays an Ollama version so clients that parse it keep working; the extra
+    ``contreact_stub`` key (contreact's version) is what marks a run made against the stub
+    as such in its record and its report.
+    """
+    from contreact import __version__
+
+    return {"version": OLLAMA_VERSION, "contreact_stub": __version__}

@@ -19,6 +19,7 @@ stream format, not its token-by-token timing.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -52,6 +53,7 @@ __all__ = [
     "RealModel",
     "build_real_server",
     "extra_installed",
+    "gguf_digest",
     "resolve_model",
     "serve_real",
 ]
@@ -106,6 +108,20 @@ class ModelFile:
     family: Family | None
     """None: decided from the file's architecture when it is loaded."""
     license: str = ""
+
+
+def gguf_digest(path: Path) -> str:
+    """The GGUF file's SHA-256 (hex), the digest `/api/tags` and `/api/show` report for it.
+
+    Ollama reports a manifest's digest; a file served without Ollama has no manifest, and
+    its content hash names exactly the weights a run used (a re-downloaded or re-quantized
+    file changes it), which is what a run's provenance needs.
+    """
+    sha = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            sha.update(chunk)
+    return sha.hexdigest()
 
 
 def _gemma_path() -> Path:
@@ -267,6 +283,7 @@ class RealModel:
             template=TEMPLATE_SOURCES[family],
             license=self.file.license,
             parameters="\n".join(lines),
+            digest=gguf_digest(self.file.path),
         )
 
     def options(self, requested: Mapping[str, Any]) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from contreact.stub.ollama_api import (
     show_body,
     stub_card,
     tags_body,
+    version_body,
     whole_chat_body,
 )
 from contreact.stub.scenarios import load_scenario
@@ -556,7 +557,7 @@ class StubServer:
 
     def _version(self, h: StubHandler, path: str, raw: bytes) -> None:
         self._record(path, None, None, 200)
-        h.send_json(200, {"version": OLLAMA_VERSION})
+        h.send_json(200, version_body())
 
     def _ps(self, h: StubHandler, path: str, raw: bytes) -> None:
         self._record(path, None, None, 200)

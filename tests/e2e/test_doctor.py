@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contreact import __version__
 from contreact.stub import StubServer
 from support.backends import Backend
 from support.cli import cli
@@ -15,7 +16,10 @@ def test_doctor_passes_and_fails_with_advice(sqlite_backend: Backend) -> None:
         prose = cli(sqlite_backend, "doctor", "--model", "prose-only", "--host", server.url)
         # The form OLLAMA_HOST usually takes: no scheme (doctor reads it as run does).
         bare = cli(sqlite_backend, "doctor", "--model", "stub-model", "--host", f":{server.port}")
+        url = server.url
     assert good.returncode == 0, good.stdout
+    # The bundled stub is named as such, never passed off as an Ollama server.
+    assert f"contreact stub {__version__} (speaking Ollama 0.12.6) at {url}" in good.stdout
     assert "native tool calls (`tools: auto`)" in good.stdout
     # The similarity method in force: lexical without an embedding model.
     assert "lexical-char-tfidf" in good.stdout and "moderate > 0.26" in good.stdout

@@ -60,7 +60,7 @@ class Generated:
     stdout: str
     backend: Backend
     digests: dict[str, str]
-    """Model name -> digest, as the stub's /api/tags lists it."""
+    """Model name -> digest, as the stub's /api/tags lists it (and the runs recorded it)."""
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Generated]:
         )
         assert len(rated.results) == 4 and not rated.failures
         out = root / "out"
-        # While the stub runs: the report asks the runs' host for model digests.
+        # The report asks no host (tests/e2e/test_provenance_e2e.py makes one with it down).
         result = cli_in_process(backend, "report", "--batch", "b", "--out", str(out))
         tags = httpx.get(f"{server.url}/api/tags").json()["models"]
     assert result.returncode == 0, result.stderr + result.stdout
@@ -316,10 +316,12 @@ def test_html_report_renders_in_headless_chromium(generated: Generated, tmp_path
     assert console_lines(dom.stderr) == [], console_lines(dom.stderr)
 
     # The rendered methods block lists, for every run, its seed, temperature,
-    # num_ctx and model digest (the digest the runs' Ollama host reports).
+    # num_ctx and model digest (the digest the runs' host listed as they ran).
     section = re.search(r'<section id="methods">(.*?)</section>', dom.stdout, re.S)
     assert section, "no methods block in the rendered page"
-    rows = table_rows(section.group(1))
+    table = re.search(r'<table class="wide methods">.*?</table>', section.group(1), re.S)
+    assert table, "no methods table in the methods block"
+    rows = table_rows(table.group(0))
     header, body = rows[0], rows[1:]
     by_run = {row[0]: dict(zip(header, row, strict=True)) for row in body}
     assert set(by_run) == {"r1", "r2"}

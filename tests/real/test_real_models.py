@@ -21,7 +21,13 @@ import pytest
 
 from contreact.cli.runs import real_demo_settings
 from contreact.stub import ChatRequest, Reply, StubServer
-from contreact.stub.real import REAL_EXTRA_HINT, SHIPPED_MODELS, build_real_server, extra_installed
+from contreact.stub.real import (
+    REAL_EXTRA_HINT,
+    SHIPPED_MODELS,
+    build_real_server,
+    extra_installed,
+    gguf_digest,
+)
 from support.backends import Backend
 from support.cli import cli, cli_start, kill_when
 from support.runs import outcome, read_log, write_config
@@ -81,6 +87,10 @@ def test_the_cli_runs_each_shipped_model_in_text_tool_mode(
     log = read_log(sqlite_backend, "run-1")
     (start,) = [e["payload"] for e in log if e["event_type"] == "RUN_START"]
     assert start["tools"] == {"mode": "text", "configured": "auto", "capabilities": ["completion"]}
+    # Served without Ollama, the model's digest is the GGUF file's SHA-256 (must-show 2).
+    served = real.agent.agent.model.file.path  # type: ignore[attr-defined]
+    assert start["provenance"]["digest"] == gguf_digest(served)
+    assert start["provenance"]["server"] == "stub"
     calls = [e["payload"] for e in log if e["event_type"] == "LLM_INVOCATION"]
     assert [e["event_type"] for e in log].count("CYCLE_END") == 2
     num_predict = real_demo_settings(model)["model_options"]["num_predict"]
@@ -97,6 +107,7 @@ def test_the_cli_runs_each_shipped_model_in_text_tool_mode(
     assert report.returncode == 0, report.stderr
     markdown = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
     assert f"- {model} (1 run): {len(calls)} steps, " in markdown
+    assert gguf_digest(served) in markdown
 
 
 def test_kill_9_during_a_real_model_call_then_resume_equals_an_uninterrupted_run(

@@ -44,7 +44,13 @@ VOLATILE = {
     "wait_s",
     "host",
     "process_alive",
+    "provenance",
 }
+"""Payload fields that differ between two runs of one script: times, and the provenance
+record (its time, and the host's answers at that moment)."""
+
+PER_DRIVE = {"PROVENANCE"}
+"""Events made once per drive of a run (a resume adds one), not by the run's script."""
 
 
 def stable(value: Any) -> Any:
@@ -73,4 +79,8 @@ def outcome(backend: Backend, run_id: str) -> tuple[list[Any], dict[str, str], l
 
 def event_summary(events: Sequence[dict[str, Any]]) -> list[tuple[int, str, Any]]:
     """(cycle, type, stable payload) of every event, in order."""
-    return [(e["cycle_number"], e["event_type"], stable(e["payload"])) for e in events]
+    return [
+        (e["cycle_number"], e["event_type"], stable(e["payload"]))
+        for e in events
+        if e["event_type"] not in PER_DRIVE
+    ]

@@ -20,6 +20,7 @@ from contreact.analysis.report.tables import (
     pei_answers,
     pei_instrument_lines,
     pei_table,
+    provenance_table,
     run_table,
     runs_table,
     self_cross_table,
@@ -148,6 +149,8 @@ def render_markdown(data: ReportData, images: Sequence[tuple[str, str]]) -> str:
             "## Methods",
             *methods_lines(data.methods),
             markdown_table(*methods_table(data.methods)),
+            "### Provenance (recorded as each run ran)",
+            markdown_table(*provenance_table(data.methods)),
         ]
         for sha, text in data.methods.prompts.items():
             fence = "~~~~"
@@ -215,6 +218,8 @@ def render_html(data: ReportData, images: Sequence[tuple[str, str, bytes]]) -> s
             '<section id="methods"><h2>Methods</h2>',
             *(f'<p class="note">{html.escape(line)}</p>' for line in methods_lines(data.methods)),
             _html_table(*methods_table(data.methods), css="wide methods"),
+            "<h3>Provenance (recorded as each run ran)</h3>",
+            _html_table(*provenance_table(data.methods), css="wide provenance"),
             *(
                 f"<details><summary>System prompt {html.escape(sha)}</summary>"
                 f'<div class="reflection">{html.escape(text)}</div></details>'

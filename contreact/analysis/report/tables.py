@@ -20,7 +20,7 @@ from contreact.analysis.pei.matrix import PeiMatrix
 from contreact.analysis.pei.results import PeiResult
 from contreact.analysis.pei.self_rating import SelfCross
 from contreact.analysis.report.collect import ReportData, RunData
-from contreact.analysis.report.methods import Methods
+from contreact.analysis.report.methods import NOT_RECORDED, Methods, server_version
 from contreact.nodes.reflection_format import fields_of
 
 CSV_ONLY_METRICS = ("model_seconds", "nudges", "errors", "repeated_calls", "trims")
@@ -158,17 +158,104 @@ def methods_table(methods: Methods) -> tuple[list[str], list[list[str]]]:
     return headers, body
 
 
+def provenance_table(methods: Methods) -> tuple[list[str], list[list[str]]]:
+    """What each run was made with, as its records say (recorded when it ran)."""
+    headers = [
+        "Run", "Server", "Host", "Server version", "Model details", "Template SHA-256",
+        "Started", "Ended", "Resumes and extensions", "Digest changes",
+        "Prompt / tools / settings SHA-256",
+    ]  # fmt: skip
+    body = []
+    for m in methods.runs:
+        first = m.first
+        if first is None:
+            body.append([m.run_id, NOT_RECORDED, m.host, "–", "–", "–", m.started or "–",
+                         m.ended or "–", "–", "–", "–"])  # fmt: skip
+            continue
+        data = first.data
+        details = data.get("details") or {}
+        hashes = data.get("hashes") or {}
+        shown = " ".join(
+            str(details[k])
+            for k in ("family", "parameter_size", "quantization_level")
+            if details.get(k)
+        )
+        body.append(
+            [
+                m.run_id,
+                m.server,
+                str(data.get("host") or m.host),
+                server_version(first),
+                shown or str(data.get("unavailable") or "unavailable"),
+                str(data.get("template_sha256") or "unavailable")[:12],
+                m.started or "–",
+                m.ended or "–",
+                str(len(m.records) - 1),
+                "; ".join(m.digest_changes()) or "none",
+                " / ".join(
+                    str(hashes.get(k, "?"))[:12]
+                    for k in ("system_prompt", "tool_schemas", "settings")
+                ),
+            ]
+        )
+    return headers, body
+
+
+def _by_runs(values: dict[str, str]) -> str:
+    """One value for all runs, or each distinct value with the runs that had it."""
+    groups: dict[str, list[str]] = {}
+    for run_id, value in values.items():
+        groups.setdefault(value, []).append(run_id)
+    if len(groups) == 1:
+        return next(iter(groups))
+    return "; ".join(f"{value} ({', '.join(runs)})" for value, runs in groups.items())
+
+
 def methods_lines(methods: Methods) -> list[str]:
-    """The methods record's header lines: versions and the prompts' provenance."""
+    """The methods record's header lines: servers, libraries, limits, user turn, stub runs."""
+    runs = methods.runs
     hosts = "; ".join(f"{h}: {v}" for h, v in methods.ollama_versions.items()) or "–"
-    return [
-        f"contreact {methods.contreact_version}; Ollama {hosts}.",
-        "Model digests were asked of each run's host when this report was made.",
+    lines = [
+        f"Report made by contreact {methods.contreact_version} from the runs' own records "
+        "(RUN_START and PROVENANCE events, written as each run started, resumed or was "
+        "extended); no host was asked when this report was made.",
+        f"Servers: {hosts}.",
+    ]
+    stub = [m.run_id for m in runs if m.server == "stub"]
+    if stub:
+        which = f"Runs {', '.join(stub)} were" if len(stub) > 1 else f"Run {stub[0]} was"
+        lines.append(
+            f"{which} made against contreact's bundled stub (scripted answers or a GGUF file "
+            "served without Ollama), not an Ollama server."
+        )
+    old = [m.run_id for m in runs if not m.records]
+    if old:
+        lines.append(f"Provenance of {', '.join(old)}: {NOT_RECORDED}.")
+    recorded = {m.run_id: m.first for m in runs if m.first is not None}
+    if recorded:
+        versions = {
+            run_id: ", ".join(f"{k} {v}" for k, v in (r.data.get("versions") or {}).items())
+            for run_id, r in recorded.items()
+        }
+        lines.append(f"Libraries: {_by_runs(versions)}.")
+    for m in runs:
+        for change in m.digest_changes():
+            lines.append(f"The model digest of {m.run_id} changed {change}.")
+    limits = {
+        m.run_id: ", ".join(f"{k}={v}" for k, v in sorted(m.limits.items())) or "defaults"
+        for m in runs
+    }
+    if runs:
+        lines.append(f"Limits: {_by_runs(limits)}.")
+        lines.append(f"User turn: {_by_runs({m.run_id: repr(m.user_turn) for m in runs})}.")
+        lines.append(f"Operator replies: {_by_runs({m.run_id: m.operator for m in runs})}.")
+    lines.append(
         'System prompt: everything up to "Enjoy!" is Szeider (2025) Box 1 word for word; '
         "the final paragraph is the ContReAct-Ollama reference implementation's text for "
         "native tool calling (Box 1 ends with the placeholder "
-        '"[Technical tool usage information follows]").',
-    ]
+        '"[Technical tool usage information follows]").'
+    )
+    return lines
 
 
 def pei_rated_at(result: PeiResult, last_cycles: Mapping[str, int]) -> str:
