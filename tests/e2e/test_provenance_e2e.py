@@ -3,10 +3,11 @@
 A run is made against the stub, the model is "pulled again" (another digest) and the run is
 extended, then the stub stops: the report, made with no host to ask, carries the whole
 record (digest and its change, server and versions, options, hashes, dates) and says the
-runs were made against the stub. kill -9 right after RUN_START committed, and right after a
-resume's PROVENANCE committed, on both backends: the replayed step reuses its record (one
-RUN_START, the host asked once for it), and every drive makes exactly one record of its own. A host whose metadata endpoints fail: the record says `unavailable` and
-why, and the run runs.
+run was made against the stub; a fork of it records and is reported from its own start.
+kill -9 right after RUN_START committed, and right after a resume's PROVENANCE committed, on
+both backends: the replayed step reuses its record (one RUN_START, the host asked once for
+it), and every drive makes exactly one record of its own. A host whose metadata endpoints
+fail: the record says `unavailable` and why, and the run and its report go on.
 """
 
 from __future__ import annotations
