@@ -19,6 +19,7 @@ from sqlalchemy import Engine, select
 
 from contreact.checkpoints.registry import list_runs
 from contreact.checkpoints.schema import events, runs
+from contreact.server_numbers import number_or_zero
 
 FINAL = frozenset({"completed", "failed", "interrupted", "paused"})
 
@@ -125,8 +126,10 @@ class BatchWatch:
             payload = json.loads(row.payload)
             view.cycle = cycle
             view.step = int(payload.get("step", view.step + 1))
-            seconds = float(payload.get("duration_s") or 0.0)
-            tokens = int(payload.get("tokens_out") or 0)
+            # Recorded server numbers, read through the one check (old logs may hold
+            # a 401-digit count as its digits).
+            seconds = number_or_zero(payload.get("duration_s"))
+            tokens = number_or_zero(payload.get("tokens_out"))
             view.tokens_per_s = tokens / seconds if seconds > 0 else view.tokens_per_s
         elif kind == "CYCLE_END":
             took = when - view.cycle_started if view.cycle_started and view.cycle == cycle else None

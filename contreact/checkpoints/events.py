@@ -139,10 +139,15 @@ class LlmInvocation(Payload):
     step: int = 0
     new_messages: list[dict[str, Any]] = field(default_factory=list)
     response: dict[str, Any] = field(default_factory=dict)
-    tokens_in: int = 0
-    tokens_out: int = 0
+    tokens_in: int | float | None = 0
+    """`prompt_eval_count` as the server sent it; None when absent or refused."""
+    tokens_out: int | float | None = 0
+    """`eval_count` as the server sent it; None when absent or refused."""
     duration_s: float = 0.0
     done_reason: str | None = None
+    dropped_fields: list[str] = field(default_factory=list)
+    """The server's counts and durations that were refused as numbers (huge, negative,
+    NaN, not a number) and recorded as absent (see `contreact.server_numbers`)."""
     flags: list[str] = field(default_factory=list)
     """What is wrong with the answer as text: `truncated` (`done_reason: length`),
     `invented_turn` (it wrote a turn that is not the model's; see `nodes.answer_health`)."""

@@ -40,6 +40,7 @@ from contreact.nodes.ollama_client import (
 from contreact.nodes.step import engine_of, ledger_of, node
 from contreact.nodes.storable import storable
 from contreact.nodes.tool_mode import is_no_tools_error
+from contreact.server_numbers import checked_fields, dropped_on_this_call, number_or_zero
 from contreact.tools.registry import TOOL_SCHEMAS
 
 log = logging.getLogger("contreact")
@@ -134,7 +135,8 @@ def _call_model(
     def once() -> dict[str, Any]:
         started = time.monotonic()
         try:
-            reply = runnable.invoke(prompt, options=ctx.sent_options)
+            with dropped_on_this_call() as dropped:
+                reply = runnable.invoke(prompt, options=ctx.sent_options)
         except Exception as exc:
             if may_switch and with_tools and is_no_tools_error(exc):
                 return {"no_tools": str(getattr(exc, "error", exc))}
@@ -152,13 +154,18 @@ def _call_model(
                 "connection",
                 f"the answer from Ollama at {ctx.host} ended before its `done` line",
             )
+        # Server numbers as the client handed them on, checked again (a chat model given
+        # in-process has no stream to check); refused ones are absent and named.
+        numbers, refused = checked_fields(meta, ("prompt_eval_count", "eval_count"))
+        dropped.extend(name for name in refused if name not in dropped)
         return {
             "content": reply.content if isinstance(reply.content, str) else str(reply.content),
             "tool_calls": [{"name": c["name"], "args": c["args"]} for c in reply.tool_calls],
             "thinking": reply.additional_kwargs.get("reasoning_content", ""),
             "done_reason": meta.get("done_reason"),
-            "tokens_in": int(meta.get("prompt_eval_count") or 0),
-            "tokens_out": int(meta.get("eval_count") or 0),
+            "tokens_in": numbers["prompt_eval_count"],
+            "tokens_out": numbers["eval_count"],
+            "dropped_fields": sorted(dropped),
             "seconds": round(time.monotonic() - started, 4),
             # The id the answer streamed under: the stored message keeps it, so a client
             # keyed by id (Studio) shows one answer, not the stream and the state apart.
@@ -238,9 +245,13 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         "stats": {
             **stats,
             "steps": stats["steps"] + 1,
-            "tokens_in": stats["tokens_in"] + int(record.get("tokens_in") or 0),
-            "tokens_out": stats["tokens_out"] + int(record.get("tokens_out") or 0),
-            "model_seconds": round(stats["model_seconds"] + float(record.get("seconds") or 0), 4),
+            # Recorded values are read through the same check: a journal written before
+            # it may hold a 401-digit count (kept as its digits, a string).
+            "tokens_in": stats["tokens_in"] + int(number_or_zero(record.get("tokens_in"))),
+            "tokens_out": stats["tokens_out"] + int(number_or_zero(record.get("tokens_out"))),
+            "model_seconds": round(
+                stats["model_seconds"] + number_or_zero(record.get("seconds")), 4
+            ),
             "response_chars": stats["response_chars"] + generated_chars(record),
         },
     }
@@ -301,9 +312,10 @@ def _call_and_log(
             "tool_calls": record["tool_calls"],
             "thinking": record.get("thinking") or "",
         },
-        tokens_in=record.get("tokens_in", 0),
-        tokens_out=record.get("tokens_out", 0),
+        tokens_in=record.get("tokens_in"),
+        tokens_out=record.get("tokens_out"),
         duration_s=record.get("seconds", 0.0),
+        dropped_fields=record.get("dropped_fields") or [],
         done_reason=record.get("done_reason"),
         flags=answer_flags(record, cycle),
         server_parse_error=record.get("server_parse_error"),
