@@ -31,7 +31,7 @@ from typing import Any, Literal, cast
 from contreact.stub.ollama_api import ChatRequest
 from contreact.stub.server import StubServer
 
-__all__ = ["CASES", "Case", "FuzzServer"]
+__all__ = ["CASES", "Case", "FuzzServer", "answer_with_numbers"]
 
 Expect = Literal["transient", "permanent", "content"]
 Writer = Callable[["_Handler", str], None]
@@ -90,14 +90,19 @@ def _calls(*calls: tuple[str, str]) -> str:
     return f'{{"role":"assistant","content":"","tool_calls":[{items}]}}'
 
 
-def _bad_numbers_done(model: str, raw: str) -> bytes:
-    """A final chunk whose every count and duration is `raw` (raw JSON)."""
-    numbers = ",".join(f'"{name}":{raw}' for name in SERVER_NUMBER_FIELDS)
+def _numbers_done(model: str, numbers: dict[str, str]) -> bytes:
+    """A final chunk with these counts and durations (name -> raw JSON)."""
+    fields = ",".join(f'"{name}":{raw}' for name, raw in numbers.items())
     return (
         f'{{"model":{json.dumps(model)},"created_at":"{_now()}",'
         f'"message":{{"role":"assistant","content":""}},"done":true,"done_reason":"stop",'
-        f"{numbers}}}\n"
+        f"{fields}}}\n"
     ).encode()
+
+
+def answer_with_numbers(content: str, **numbers: str) -> Writer:
+    """An answer of `content` whose final chunk carries `numbers` (name -> raw JSON)."""
+    return _stream(lambda m: [_chunk(m, _text(json.dumps(content))), _numbers_done(m, numbers)])
 
 
 def _done(model: str) -> bytes:
@@ -323,11 +328,8 @@ CASES: tuple[Case, ...] = (
             f"final chunk: {label} counts and durations",
             "content",
             "issue 31",
-            _stream(
-                lambda m, raw=raw: [
-                    _chunk(m, _text(f'"Reflection: {label} numbers"')),
-                    _bad_numbers_done(m, raw),
-                ]
+            answer_with_numbers(
+                f"Reflection: {label} numbers", **dict.fromkeys(SERVER_NUMBER_FIELDS, raw)
             ),
             dropped=tuple(sorted(SERVER_NUMBER_FIELDS)),
         )
