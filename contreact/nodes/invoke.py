@@ -24,7 +24,7 @@ from contreact.checkpoints.cycles import earlier_notes
 from contreact.checkpoints.events import Error, Event, LlmInvocation, count_events
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.transactions import Tx
-from contreact.graph.state import AgentState, Context, StateUpdate
+from contreact.graph.state import AgentState, Context, CycleStats, StateUpdate
 from contreact.nodes.answer_health import answer_flags
 from contreact.nodes.assemble import prompt_of
 from contreact.nodes.budgets import tools_offered
@@ -114,7 +114,7 @@ def _client(
     return client.bind_tools(TOOL_SCHEMAS) if tools else client
 
 
-def _call_model(
+def call_model(
     ctx: Context, prompt: list[BaseMessage], with_tools: bool, *, may_switch: bool = False
 ) -> dict[str, Any]:
     """One model call with retries; its record.
@@ -235,25 +235,25 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
 
     record = ledger.once(key, cycle, act)
     message = ai_message(record, cycle, step_no)
-    stats = state.stats
     update: StateUpdate = {}
     if record.get("tool_mode") and record["tool_mode"] != state.tool_mode:
         update["tool_mode"] = record["tool_mode"]
+    return {**update, "messages": [message], "stats": stats_after(state.stats, record)}
+
+
+def stats_after(stats: CycleStats, record: dict[str, Any]) -> CycleStats:
+    """The cycle's counters once the answer `record` (new or journaled) is counted.
+
+    Recorded numbers are read through the server-number check: a journal written before
+    it may hold a 401-digit count (kept as its digits, a string) or a negative one.
+    """
     return {
-        **update,
-        "messages": [message],
-        "stats": {
-            **stats,
-            "steps": stats["steps"] + 1,
-            # Recorded values are read through the same check: a journal written before
-            # it may hold a 401-digit count (kept as its digits, a string).
-            "tokens_in": stats["tokens_in"] + int(number_or_zero(record.get("tokens_in"))),
-            "tokens_out": stats["tokens_out"] + int(number_or_zero(record.get("tokens_out"))),
-            "model_seconds": round(
-                stats["model_seconds"] + number_or_zero(record.get("seconds")), 4
-            ),
-            "response_chars": stats["response_chars"] + generated_chars(record),
-        },
+        **stats,
+        "steps": stats["steps"] + 1,
+        "tokens_in": stats["tokens_in"] + int(number_or_zero(record.get("tokens_in"))),
+        "tokens_out": stats["tokens_out"] + int(number_or_zero(record.get("tokens_out"))),
+        "model_seconds": round(stats["model_seconds"] + number_or_zero(record.get("seconds")), 4),
+        "response_chars": stats["response_chars"] + generated_chars(record),
     }
 
 
@@ -275,12 +275,12 @@ def _call_and_log(
     with_tools = mode == "native" and tools_offered(state.stats, ctx)
     switched = None
     try:
-        record = _call_model(ctx, prompt, with_tools, may_switch=ctx.tools == "auto")
+        record = call_model(ctx, prompt, with_tools, may_switch=ctx.tools == "auto")
         if "no_tools" in record:
             # The model cannot take native tools: from now on this run uses text tools.
             switched, mode, with_tools = record["no_tools"], "text", False
             prompt = prompt_in(mode)
-            record = _call_model(ctx, prompt, with_tools)
+            record = call_model(ctx, prompt, with_tools)
     except ModelCallError as error:
         prefix = keys.model_error_prefix(cycle, step_no)
         n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix)
