@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
+from itertools import cycle
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage
 
-from contreact.analysis.metrics import summarize_cycles
+from contreact.analysis.metrics import CYCLE_METRICS, summarize_cycles
 from contreact.batch_watch import tokens_per_s
 from contreact.checkpoints.cycles import CycleRecord
 from contreact.checkpoints.events import LlmInvocation
@@ -126,6 +127,7 @@ def test_any_recorded_value_is_counted_shown_and_tabled_without_error(
     tokens_in: Any, tokens_out: Any, seconds: Any
 ) -> None:
     """A journal or log written before the check may hold anything in a number field."""
+    values = (tokens_in, tokens_out, seconds)
     record = {"content": "x", "tokens_in": tokens_in, "tokens_out": tokens_out, "seconds": seconds}
     stats = stats_after(stats_after(new_stats(), record), record)
     for name in ("tokens_in", "tokens_out", "model_seconds"):
@@ -139,10 +141,12 @@ def test_any_recorded_value_is_counted_shown_and_tabled_without_error(
     rate = tokens_per_s({"tokens_out": tokens_out, "duration_s": seconds})
     assert rate is None or math.isfinite(rate)
 
-    metrics = {"tokens_in": tokens_in, "tokens_out": tokens_out, "model_seconds": seconds}
+    # Table 1 sums stored cycle metrics; any of them may hold what a server sent.
+    metrics = {name: value for name, value in zip(CYCLE_METRICS, cycle(values), strict=False)}
     records = [CycleRecord(cycle=1, reflection="r", metrics=metrics)] * 2
-    summarize_cycles(records)
-    json.dumps(summarize_cycles(records), allow_nan=False)
+    table = summarize_cycles(records)
+    assert all(math.isfinite(v) for v in table.values())
+    json.dumps(table, allow_nan=False)
 
 
 # --------------------------------------------------------------------------- over HTTP
