@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from contreact.cli.app import OPTIONS, BadInputError, command, finish, out, storage
 from contreact.cli.output import emit_json, emit_table
+from contreact.server_numbers import number
 from contreact.terminal_text import visible
 
 if TYPE_CHECKING:
@@ -206,6 +207,14 @@ def list_(
     )
 
 
+def _shown(value: object) -> str:
+    """A recorded count as `show` prints it: through the server-number check, `?` if absent."""
+    checked = number(value)
+    return (
+        "?" if checked is None else f"{checked:g}" if isinstance(checked, float) else str(checked)
+    )
+
+
 @command()
 def show(
     run_id: Annotated[str, typer.Argument(help="The run.")],
@@ -232,7 +241,7 @@ def show(
         out.print(
             f"[dim]steps {m.get('steps')} · tool calls {m.get('tool_calls')} · memory ops "
             f"{m.get('memory_ops_total')} · operator {m.get('messages_to_operator')} · "
-            f"tokens {m.get('tokens_in')}/{m.get('tokens_out')} · memory keys "
+            f"tokens {_shown(m.get('tokens_in'))}/{_shown(m.get('tokens_out'))} · memory keys "
             f"{m.get('final_memory_keys')}"
             + (f" · similarity {r.similarity:.2f}" if r.similarity is not None else "")
             + "[/]\n"
