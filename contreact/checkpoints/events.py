@@ -39,6 +39,7 @@ EventType = Literal[
     "SIMILARITY",
     "CYCLE_END",
     "ERROR",
+    "RECORD_SKIPPED",
     "RUN_END",
 ]
 
@@ -159,6 +160,19 @@ class LlmInvocation(Payload):
     """Parts of the answer could not be stored as they were (a 401-digit integer, a lone
     surrogate) and are kept losslessly as text (see `nodes.storable`)."""
     options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RecordSkipped(Payload):
+    """`resume --skip-bad-record` replaced a journaled result its step could not replay."""
+
+    event_type: ClassVar[EventType] = "RECORD_SKIPPED"
+    key: str = ""
+    """The journal record's key (`c3:s0:llm`: cycle 3's first model call)."""
+    reason: str = ""
+    """Why replaying it failed, in one line."""
+    becomes: str = ""
+    """What the step took instead (a model call: an empty answer, so the run is nudged)."""
 
 
 @dataclass(frozen=True)

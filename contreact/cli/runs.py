@@ -79,6 +79,13 @@ def resume(
     model: Annotated[str | None, typer.Option(help="Continue with another model.")] = None,
     host: Annotated[str | None, typer.Option(help="Continue against another Ollama host.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    skip_bad_record: Annotated[
+        bool,
+        typer.Option(
+            "--skip-bad-record",
+            help="A journaled result that cannot be replayed is skipped (recorded as an event).",
+        ),
+    ] = False,
 ) -> None:
     """Continue RUN from its last checkpoint (after a crash, a failure or a pause)."""
     from contreact.progress import LineProgress
@@ -94,6 +101,7 @@ def resume(
         overrides={"model": model, "host": host},
         progress=progress,
         ask_operator=progress.ask,
+        skip_bad_record=skip_bad_record,
     )
     finish(outcome)
 

@@ -233,12 +233,23 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         record, payload = _call_and_log(state, ctx, ledger)
         return record, [Event(cycle, key, payload)]
 
-    record = ledger.once(key, cycle, act)
-    message = ai_message(record, cycle, step_no)
-    update: StateUpdate = {}
-    if record.get("tool_mode") and record["tool_mode"] != state.tool_mode:
-        update["tool_mode"] = record["tool_mode"]
-    return {**update, "messages": [message], "stats": stats_after(state.stats, record)}
+    def use(record: dict[str, Any]) -> StateUpdate:
+        update: StateUpdate = {}
+        if record.get("tool_mode") and record["tool_mode"] != state.tool_mode:
+            update["tool_mode"] = record["tool_mode"]
+        message = ai_message(record, cycle, step_no)
+        return {**update, "messages": [message], "stats": stats_after(state.stats, record)}
+
+    # A recorded answer that cannot be used would fail every resume the same way: it is
+    # named, and `resume --skip-bad-record` takes an empty answer instead (parse nudges).
+    return ledger.used(
+        key, cycle, ledger.once(key, cycle, act), use, SKIPPED_ANSWER.copy, SKIPPED_BECOMES
+    )
+
+
+SKIPPED_ANSWER: dict[str, Any] = {"content": "", "tool_calls": [], "skipped_record": True}
+"""What a skipped model answer becomes: an empty answer, which the parse node nudges."""
+SKIPPED_BECOMES = "an empty model answer (the model is nudged to answer again)"
 
 
 def stats_after(stats: CycleStats, record: dict[str, Any]) -> CycleStats:
