@@ -33,6 +33,16 @@ def _killed_after_the_answer_of_cycle_2(tmp_path: Path, backend: Backend, url: s
     assert killed.returncode == -9, killed.stderr
 
 
+def _record(backend: Backend) -> Any:
+    engine = engine_for(backend.storage())
+    where = (journal.c.run_id == "run-1", journal.c.key == KEY)
+    with engine.connect() as conn:
+        (text,) = conn.execute(
+            journal.select().with_only_columns(journal.c.result).where(*where)
+        ).one()
+    return json.loads(text)
+
+
 def _rewrite_record(backend: Backend, change: dict[str, Any]) -> None:
     engine = engine_for(backend.storage())
     where = (journal.c.run_id == "run-1", journal.c.key == KEY)
@@ -64,6 +74,8 @@ def test_a_poisoned_record_is_named_by_resume_and_skipped_on_request(
         skipped = cli(sqlite_backend, "resume", "run-1", "--skip-bad-record")
         assert skipped.returncode == 0 and skipped.stderr == "", skipped.stderr
 
+    # The journal holds the stand-in now: a later replay of the step finds what it used.
+    assert _record(sqlite_backend) == {"content": "", "tool_calls": [], "skipped_record": True}
     events = read_log(sqlite_backend, "run-1")
     skips = [e for e in events if e["event_type"] == "RECORD_SKIPPED"]
     assert len(skips) == 1 and skips[0]["cycle_number"] == 2
