@@ -307,6 +307,7 @@ PAYLOADS: dict[EventType, tuple[type[Payload], ...]] = {
     "SIMILARITY": (Similarity,),
     "CYCLE_END": (CycleEnd,),
     "ERROR": (Error, ParseFailure),
+    "RECORD_SKIPPED": (RecordSkipped,),
     "RUN_END": (RunEnd,),
 }
 """Every event type and the payload classes written under it (the log's schema)."""
