@@ -8,8 +8,9 @@ validation refused some of these (the whole answer was retried, and a server tha
 sent one failed every run) and let others through (negative and huge integers).
 
 So there is one rule, applied in one place: a server number is a non-negative `int` or
-`float`, finite, at most `MAX_SERVER_NUMBER` (`bool` is not a number). Anything else is
-absent (None) and its field is named in the `LLM_INVOCATION`'s `dropped_fields`. The
+`float`, finite, at most `MAX_SERVER_NUMBER` (`bool` is not a number), and as it arrives
+in an answer also whole (Ollama's are integers). Anything else is absent (None) and its
+field is named in the `LLM_INVOCATION`'s `dropped_fields`. The
 rule is applied to the raw answer before the client validates it (`checked_stream`), to
 what the client hands on (`checked_fields`), and again by every consumer of a recorded
 value (`number`), because journals written before the rule may hold bad values.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
 from typing import Any
@@ -27,12 +29,14 @@ from typing import Any
 __all__ = [
     "MAX_SERVER_NUMBER",
     "SERVER_NUMBER_FIELDS",
+    "added",
     "checked_fields",
     "checked_line",
     "checked_stream",
     "dropped_on_this_call",
     "number",
     "number_or_zero",
+    "whole_number",
 ]
 
 MAX_SERVER_NUMBER = 2**53
@@ -63,21 +67,40 @@ def number(value: Any) -> int | float | None:
     return value if 0 <= value <= MAX_SERVER_NUMBER else None
 
 
+def whole_number(value: Any) -> int | float | None:
+    """`number(value)` if it is also whole: a count or a duration as Ollama sends them.
+
+    Ollama's counts and durations (nanoseconds) are integers, and the client refuses a
+    fractional one by failing the whole answer; `5.0` is whole and kept.
+    """
+    checked = number(value)
+    return None if isinstance(checked, float) and not checked.is_integer() else checked
+
+
 def number_or_zero(value: Any) -> int | float:
     """`number(value)`, with absent as 0: for sums and rates of recorded values."""
     checked = number(value)
     return 0 if checked is None else checked
 
 
+def added(total: Any, value: Any) -> int | float:
+    """`total + value` of server numbers, absent as 0, saturating at `MAX_SERVER_NUMBER`.
+
+    A cycle's counters sum its calls' counts; many calls at the bound would otherwise
+    pass it (and a 64-bit checkpoint field after 1,024 of them).
+    """
+    return min(MAX_SERVER_NUMBER, number_or_zero(total) + number_or_zero(value))
+
+
 def checked_fields(
     answer: Mapping[str, Any], fields: tuple[str, ...] = SERVER_NUMBER_FIELDS
 ) -> tuple[dict[str, int | float | None], list[str]]:
-    """The `fields` of `answer`, checked; and the names of those present but refused."""
+    """The `fields` of `answer` (whole numbers), checked; and those present but refused."""
     values: dict[str, int | float | None] = {}
     dropped = []
     for name in fields:
         raw = answer.get(name)
-        values[name] = number(raw)
+        values[name] = whole_number(raw)
         if raw is not None and values[name] is None:
             dropped.append(name)
     return values, dropped
@@ -86,20 +109,19 @@ def checked_fields(
 _dropped: ContextVar[list[str] | None] = ContextVar("contreact_dropped_fields", default=None)
 
 
-class dropped_on_this_call:  # noqa: N801 - used as a `with` statement, like a function
+@contextmanager
+def dropped_on_this_call() -> Iterator[list[str]]:
     """Collects the fields `checked_stream` refused during one model call.
 
     The client validates the answer after the stream is read and keeps no unknown key,
     so what was refused travels beside it: `with dropped_on_this_call() as dropped:`.
     """
-
-    def __enter__(self) -> list[str]:
-        self.fields: list[str] = []
-        self._token = _dropped.set(self.fields)
-        return self.fields
-
-    def __exit__(self, *exc: object) -> None:
-        _dropped.reset(self._token)
+    fields: list[str] = []
+    token = _dropped.set(fields)
+    try:
+        yield fields
+    finally:
+        _dropped.reset(token)
 
 
 def checked_line(line: bytes) -> tuple[bytes, list[str]]:

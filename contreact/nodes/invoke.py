@@ -40,7 +40,7 @@ from contreact.nodes.ollama_client import (
 from contreact.nodes.step import engine_of, ledger_of, node
 from contreact.nodes.storable import storable
 from contreact.nodes.tool_mode import is_no_tools_error
-from contreact.server_numbers import checked_fields, dropped_on_this_call, number_or_zero
+from contreact.server_numbers import added, checked_fields, dropped_on_this_call
 from contreact.tools.registry import TOOL_SCHEMAS
 
 log = logging.getLogger("contreact")
@@ -261,9 +261,9 @@ def stats_after(stats: CycleStats, record: dict[str, Any]) -> CycleStats:
     return {
         **stats,
         "steps": stats["steps"] + 1,
-        "tokens_in": stats["tokens_in"] + int(number_or_zero(record.get("tokens_in"))),
-        "tokens_out": stats["tokens_out"] + int(number_or_zero(record.get("tokens_out"))),
-        "model_seconds": round(stats["model_seconds"] + number_or_zero(record.get("seconds")), 4),
+        "tokens_in": int(added(stats["tokens_in"], record.get("tokens_in"))),
+        "tokens_out": int(added(stats["tokens_out"], record.get("tokens_out"))),
+        "model_seconds": round(added(stats["model_seconds"], record.get("seconds")), 4),
         "response_chars": stats["response_chars"] + generated_chars(record),
     }
 

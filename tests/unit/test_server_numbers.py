@@ -22,7 +22,7 @@ from itertools import cycle
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage
 
@@ -40,6 +40,7 @@ from contreact.server_numbers import (
     SERVER_NUMBER_FIELDS,
     checked_line,
     number,
+    whole_number,
 )
 
 HUGE = 10**400
@@ -95,6 +96,11 @@ def test_anything_else_is_absent(value: Any) -> None:
     assert number(value) is None
 
 
+def test_in_an_answer_a_count_or_duration_is_also_whole() -> None:
+    assert whole_number(5.0) == 5 and whole_number(7) == 7
+    assert whole_number(0.5) is None and whole_number(-1) is None
+
+
 @given(JSON)
 def test_a_kept_number_is_safe_for_float_arithmetic(value: Any) -> None:
     kept = number(value)
@@ -107,7 +113,7 @@ def test_a_kept_number_is_safe_for_float_arithmetic(value: Any) -> None:
 def test_a_line_keeps_good_numbers_and_nulls_and_names_bad_ones(field: str, value: Any) -> None:
     line = json.dumps({"done": True, "eval_count": 3, field: value}).encode()
     out, dropped = checked_line(line)
-    if number(value) is not None or value is None:
+    if whole_number(value) is not None or value is None:
         assert (out, dropped) == (line, [])
     else:
         assert dropped == [field]
@@ -122,6 +128,7 @@ def test_a_line_that_is_not_a_json_object_passes_unchanged() -> None:
 # --------------------------------------------------------------------------- the consumers
 
 
+@example(tokens_in=2**53, tokens_out=2**53, seconds=2**53)
 @given(tokens_in=JSON, tokens_out=JSON, seconds=JSON)
 def test_any_recorded_value_is_counted_shown_and_tabled_without_error(
     tokens_in: Any, tokens_out: Any, seconds: Any
@@ -256,7 +263,7 @@ def test_any_json_value_in_any_field_of_a_chunk_leaves_the_run_completable(
     _completable(result)
     if field in SERVER_NUMBER_FIELDS and chunk == 1 and value is not None:
         assert isinstance(result, dict), result
-        kept = number(value) is not None
+        kept = whole_number(value) is not None
         assert (field in result["dropped_fields"]) is not kept
 
 
