@@ -1,4 +1,4 @@
-"""Numbers from the model server, checked where they enter: a count or a duration, or absent.
+r"""Numbers from the model server, checked where they enter: a count or a duration, or absent.
 
 Ollama ends every answer with counts and durations (`prompt_eval_count`, `eval_count`,
 `total_duration`, ...). A server may send anything there: a 401-digit integer (a float
@@ -10,10 +10,12 @@ sent one failed every run) and let others through (negative and huge integers).
 So there is one rule, applied in one place: a server number is a non-negative `int` or
 `float`, finite, at most `MAX_SERVER_NUMBER` (`bool` is not a number), and as it arrives
 in an answer also whole (Ollama's are integers). Anything else is absent (None) and its
-field is named in the `LLM_INVOCATION`'s `dropped_fields`. The
-rule is applied to the raw answer before the client validates it (`checked_stream`), to
-what the client hands on (`checked_fields`), and again by every consumer of a recorded
-value (`number`), because journals written before the rule may hold bad values.
+field is named in the `LLM_INVOCATION`'s `dropped_fields`. The rule is applied to the raw
+answer before the client validates it (`checked_stream`), to what the client hands on
+(`checked_fields`), and again by every consumer of a recorded value (`number`), because
+journals written before the rule may hold bad values. A key the server spells with JSON
+escapes (`"eval\u005fcount"`) passes the raw check unseen: what the client accepts of it
+is checked again by `checked_fields`, what it refuses fails the answer, which is retried.
 """
 
 from __future__ import annotations
