@@ -10,7 +10,7 @@ last one, so following a long batch stays cheap, and reports the cycles that end
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,6 +19,7 @@ from sqlalchemy import Engine, select
 
 from contreact.checkpoints.registry import list_runs
 from contreact.checkpoints.schema import batch_runs, events, runs
+from contreact.server_numbers import number
 
 FINAL = frozenset({"completed", "failed", "interrupted", "paused"})
 
@@ -143,9 +144,8 @@ class BatchWatch:
             payload = json.loads(row.payload)
             view.cycle = cycle
             view.step = int(payload.get("step", view.step + 1))
-            seconds = float(payload.get("duration_s") or 0.0)
-            tokens = int(payload.get("tokens_out") or 0)
-            view.tokens_per_s = tokens / seconds if seconds > 0 else view.tokens_per_s
+            rate = tokens_per_s(payload)
+            view.tokens_per_s = view.tokens_per_s if rate is None else rate
         elif kind == "CYCLE_END":
             took = when - view.cycle_started if view.cycle_started and view.cycle == cycle else None
             if took is not None:
@@ -161,6 +161,17 @@ class BatchWatch:
                 view.eta_seconds(when),
             )
         return None
+
+
+def tokens_per_s(invocation: Mapping[str, Any]) -> float | None:
+    """The speed of one model call from its LLM_INVOCATION payload; None when unknown.
+
+    Recorded server numbers are read through the one check: a log written before it may
+    hold a 401-digit count (as its digits), which no float division survives.
+    """
+    seconds = number(invocation.get("duration_s"))
+    tokens = number(invocation.get("tokens_out"))
+    return None if not seconds or tokens is None else tokens / seconds
 
 
 def duration(seconds: float | None) -> str:

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
+from contreact.server_numbers import number_or_zero
 from contreact.terminal_text import visible
 
 if TYPE_CHECKING:
@@ -65,8 +66,8 @@ class LineProgress:
         self.step = 0
         self.rate = 0.0
         self.reflection = ""
-        self.tokens_out = 0
-        self.seconds = 0.0
+        self.tokens_out: int | float = 0
+        self.seconds: int | float = 0.0
         self.status: Status | None = None
         self.asked = False
         """The last operator message was asked here (the exchange is on screen already)."""
@@ -154,20 +155,20 @@ class LineProgress:
             self.seconds = 0.0
 
     def _invoked(self, stats: dict[str, Any]) -> None:
-        # Counters are per cycle and cumulative; the line shows this step's share.
-        out = int(stats.get("tokens_out", 0)) - self.tokens_out
-        seconds = float(stats.get("model_seconds", 0.0)) - self.seconds
-        self.tokens_out, self.seconds = (
-            int(stats.get("tokens_out", 0)),
-            float(stats.get("model_seconds", 0.0)),
-        )
+        # Counters are per cycle and cumulative; the line shows this step's share. They
+        # sum server numbers, read through the one check (a huge one cannot overflow).
+        tokens_out = number_or_zero(stats.get("tokens_out"))
+        model_seconds = number_or_zero(stats.get("model_seconds"))
+        out = max(0, tokens_out - self.tokens_out)
+        seconds = model_seconds - self.seconds
+        self.tokens_out, self.seconds = tokens_out, model_seconds
         self.step = int(stats.get("steps", self.step + 1))
         self.rate = out / seconds if seconds > 0 else 0.0
         if not self.quiet:
             self._line(
                 escape(
-                    f"cycle {self.cycle} · step {self.step} · {out} tokens out in {seconds:.2f} s"
-                    f" · {self.rate:.1f} tok/s"
+                    f"cycle {self.cycle} · step {self.step} · {out:.0f} tokens out"
+                    f" in {seconds:.2f} s · {self.rate:.1f} tok/s"
                 ),
                 "dim",
             )

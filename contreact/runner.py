@@ -31,7 +31,7 @@ from contreact.checkpoints.events import (
     count_events,
 )
 from contreact.checkpoints.fork import fork_run_history
-from contreact.checkpoints.journal import Ledger
+from contreact.checkpoints.journal import BadRecordError, Ledger, skip_bad_records
 from contreact.checkpoints.persistence import Checkpointed, Latest, open_run
 from contreact.checkpoints.registry import (
     Heartbeat,
@@ -163,6 +163,7 @@ def resume_run(
     overrides: dict[str, Any] | None = None,
     progress: Progress | None = None,
     ask_operator: AskOperator | None = None,
+    skip_bad_record: bool = False,
 ) -> RunOutcome:
     """Continue a run from its last checkpoint; `extra_cycles` extends a finished run.
 
@@ -176,6 +177,9 @@ def resume_run(
         overrides: CLI overrides of the stored config (`model`, `host`).
         progress: Where to report progress.
         ask_operator: How the terminal policy asks a person.
+        skip_bad_record: A journaled result its step cannot replay is replaced by the
+            step's stand-in (a model answer: an empty one) and the skip is recorded as a
+            RECORD_SKIPPED event; without it such a record fails the run, naming it.
 
     Raises:
         RunNotFoundError: no such run.
@@ -205,9 +209,13 @@ def resume_run(
             host=config.host,
         )
     extension = (extra_cycles, opening) if extra_cycles else None
-    return _drive(
-        record, config, storage, extension, progress, ask_operator, resume=True, reply=reply
-    )
+    skipping = skip_bad_records.set(skip_bad_record)
+    try:
+        return _drive(
+            record, config, storage, extension, progress, ask_operator, resume=True, reply=reply
+        )
+    finally:
+        skip_bad_records.reset(skipping)
 
 
 def fork_run(
@@ -399,6 +407,12 @@ def _drive_steps(
                     progress.update(node, update)
             except ModelCallError as error:
                 return finish("failed", error.message)
+            except BadRecordError as error:
+                return finish(
+                    "failed",
+                    f"{error}; `contreact resume {record.run_id} --skip-bad-record` "
+                    "records the skip and goes on",
+                )
             except KeyboardInterrupt:
                 # Ctrl-C or SIGTERM: the step in flight is abandoned (what it journaled
                 # replays on resume). The run stays `running` with nobody driving it, which

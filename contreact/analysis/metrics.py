@@ -22,6 +22,7 @@ from contreact.analysis.runs import events_of_type
 from contreact.checkpoints.cycles import CycleRecord, cycle_records
 from contreact.checkpoints.events import LlmInvocation
 from contreact.checkpoints.registry import RunRecord
+from contreact.server_numbers import number_or_zero
 from contreact.tools.registry import MEMORY_TOOLS, OPERATOR_TOOL
 
 TABLE1: tuple[tuple[str, str], ...] = (
@@ -79,9 +80,9 @@ TOOL_NAMES: tuple[str, ...] = (*sorted(MEMORY_TOOLS), OPERATOR_TOOL)
 
 
 def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return 0.0
-    return float(value)
+    # Stored metrics sum server numbers: read through the one check, a count too large
+    # for a float (or negative, NaN, text) is absent, not an OverflowError in Table 1.
+    return float(number_or_zero(value))
 
 
 def _tidy(value: float) -> float | int:

@@ -40,6 +40,7 @@ EventType = Literal[
     "SIMILARITY",
     "CYCLE_END",
     "ERROR",
+    "RECORD_SKIPPED",
     "RUN_END",
 ]
 
@@ -158,10 +159,15 @@ class LlmInvocation(Payload):
     step: int = 0
     new_messages: list[dict[str, Any]] = field(default_factory=list)
     response: dict[str, Any] = field(default_factory=dict)
-    tokens_in: int = 0
-    tokens_out: int = 0
+    tokens_in: int | float | None = 0
+    """`prompt_eval_count` as the server sent it; None when absent or refused."""
+    tokens_out: int | float | None = 0
+    """`eval_count` as the server sent it; None when absent or refused."""
     duration_s: float = 0.0
     done_reason: str | None = None
+    dropped_fields: list[str] = field(default_factory=list)
+    """The server's counts and durations that were refused as numbers (huge, negative,
+    NaN, not a number) and recorded as absent (see `contreact.server_numbers`)."""
     flags: list[str] = field(default_factory=list)
     """What is wrong with the answer as text: `truncated` (`done_reason: length`),
     `invented_turn` (it wrote a turn that is not the model's; see `nodes.answer_health`)."""
@@ -173,6 +179,19 @@ class LlmInvocation(Payload):
     """Parts of the answer could not be stored as they were (a 401-digit integer, a lone
     surrogate) and are kept losslessly as text (see `nodes.storable`)."""
     options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RecordSkipped(Payload):
+    """`resume --skip-bad-record` replaced a journaled result its step could not replay."""
+
+    event_type: ClassVar[EventType] = "RECORD_SKIPPED"
+    key: str = ""
+    """The journal record's key (`c3:s0:llm`: cycle 3's first model call)."""
+    reason: str = ""
+    """Why replaying it failed, in one line."""
+    becomes: str = ""
+    """What the step took instead (a model call: an empty answer, so the run is nudged)."""
 
 
 @dataclass(frozen=True)
@@ -308,6 +327,7 @@ PAYLOADS: dict[EventType, tuple[type[Payload], ...]] = {
     "SIMILARITY": (Similarity,),
     "CYCLE_END": (CycleEnd,),
     "ERROR": (Error, ParseFailure),
+    "RECORD_SKIPPED": (RecordSkipped,),
     "RUN_END": (RunEnd,),
 }
 """Every event type and the payload classes written under it (the log's schema)."""

@@ -25,21 +25,58 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from functools import cache
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import Engine, bindparam, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from contreact.checkpoints import keys
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import Event, event_row, insert_events, line_text, mirror_lines
+from contreact.checkpoints.events import (
+    Event,
+    RecordSkipped,
+    event_row,
+    insert_events,
+    line_text,
+    mirror_lines,
+)
 from contreact.checkpoints.failpoints import failpoint
 from contreact.checkpoints.schema import events, journal
-from contreact.checkpoints.statements import Prepared, insert_ignore, named
+from contreact.checkpoints.statements import Prepared, insert_ignore, named, upsert
 from contreact.checkpoints.storage import Storage
 from contreact.checkpoints.transactions import Tx, autocommit, reading, transaction
 
 T = TypeVar("T")
+U = TypeVar("U")
+
+REASON_CHARS = 160
+"""How much of a replay failure's reason its one line quotes."""
+
+skip_bad_records: ContextVar[bool] = ContextVar("contreact_skip_bad_records", default=False)
+"""Set while `contreact resume RUN --skip-bad-record` drives a run: a journaled result that
+cannot be used is replaced by its step's stand-in, and the skip recorded as an event."""
+
+
+class BadRecordError(Exception):
+    """A journaled result its step cannot use: replaying it fails the same way every time.
+
+    Journaled results are replayed on resume, so one that breaks its step (a record from
+    before a check existed, a damaged row) would fail every resume: the run would be
+    wedged. This names the record; the runner adds the way on.
+    """
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key, self.reason = key, reason
+        super().__init__(f"the journaled record {key} cannot be replayed ({reason})")
+
+
+def _reason(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+
 
 _PARAMS = named(journal, "run_id", "key")
 _RUN, _KEY = journal.c.run_id == _PARAMS["run_id"], journal.c.key == _PARAMS["key"]
@@ -164,6 +201,49 @@ class Ledger:
         if replayed is not None:
             replayed(found)
         return cast(T, found)
+
+    def used(
+        self,
+        key: str,
+        cycle: int,
+        result: T,
+        use: Callable[[T], U],
+        stand_in: Callable[[], T],
+        becomes: str,
+    ) -> U:
+        """`use(result)` of the journaled `key`; a result it cannot use is a bad record.
+
+        Args:
+            key: The record's key.
+            cycle: Its cycle.
+            result: The result `once` returned (journaled, whether new or replayed).
+            use: What the step makes of it: a pure function, so a failure repeats on
+                every replay.
+            stand_in: The result the step takes instead when the record is skipped.
+            becomes: What the skipped step becomes, in words, for the skip's event.
+
+        Raises:
+            BadRecordError: `use` failed and skipping is not asked for (`skip_bad_records`).
+        """
+        try:
+            return use(result)
+        except Exception as exc:  # noqa: BLE001 - any failure of a pure use is the record's
+            reason = _reason(exc)
+            if not skip_bad_records.get():
+                raise BadRecordError(key, reason) from exc
+        replacement = stand_in()
+        skipped = RecordSkipped(key=key, reason=reason, becomes=becomes)
+        self.replace(key, cycle, replacement, Event(cycle, keys.record_skipped(key), skipped))
+        return use(replacement)
+
+    def replace(self, key: str, cycle: int, result: Any, event: Event) -> None:
+        """Journal `result` under `key` in place of what is there, with `event`, at once."""
+        text = json.dumps(result, ensure_ascii=False, default=str)
+        with transaction(self.engine) as conn:
+            row = {"run_id": self.run_id, "key": key, "cycle": cycle, "result": text}
+            upsert(conn, journal, row, ["run_id", "key"])
+            lines = write_record(conn, self.run_id, None, [event])
+        mirror_lines(self.engine, self.storage, self.run_id, lines)
 
     def emit(self, *batch: Event) -> None:
         """Record events that are not tied to a journaled result (idempotent by key)."""

@@ -44,6 +44,11 @@ def model_call(cycle: int, step: int) -> str:
     return f"c{cycle}:s{step}:llm"
 
 
+def record_skipped(key: str) -> str:
+    """The RECORD_SKIPPED of the journal record `key` (`resume --skip-bad-record`)."""
+    return f"{key}:skipped"
+
+
 def model_error(cycle: int, step: int, attempt: int) -> str:
     """The ERROR of a failed model call (`attempt` counts the resumes that failed again)."""
     return f"c{cycle}:s{step}:error:{attempt}"

@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from contreact.cli.app import BadInputError, command, finish, out, sqlite_folder, storage
 from contreact.cli.output import emit_json, emit_table
+from contreact.server_numbers import number
 from contreact.terminal_text import visible
 
 if TYPE_CHECKING:
@@ -79,6 +80,13 @@ def resume(
     model: Annotated[str | None, typer.Option(help="Continue with another model.")] = None,
     host: Annotated[str | None, typer.Option(help="Continue against another Ollama host.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    skip_bad_record: Annotated[
+        bool,
+        typer.Option(
+            "--skip-bad-record",
+            help="A journaled result that cannot be replayed is skipped (recorded as an event).",
+        ),
+    ] = False,
 ) -> None:
     """Continue RUN from its last checkpoint (after a crash, a failure or a pause)."""
     from contreact.progress import LineProgress
@@ -94,6 +102,7 @@ def resume(
         overrides={"model": model, "host": host},
         progress=progress,
         ask_operator=progress.ask,
+        skip_bad_record=skip_bad_record,
     )
     finish(outcome)
 
@@ -232,6 +241,14 @@ def list_(
     )
 
 
+def _shown(value: object) -> str:
+    """A recorded count as `show` prints it: through the server-number check, `?` if absent."""
+    checked = number(value)
+    return (
+        "?" if checked is None else f"{checked:g}" if isinstance(checked, float) else str(checked)
+    )
+
+
 @command()
 def show(
     run_id: Annotated[str, typer.Argument(help="The run.")],
@@ -258,7 +275,7 @@ def show(
         out.print(
             f"[dim]steps {m.get('steps')} · tool calls {m.get('tool_calls')} · memory ops "
             f"{m.get('memory_ops_total')} · operator {m.get('messages_to_operator')} · "
-            f"tokens {m.get('tokens_in')}/{m.get('tokens_out')} · memory keys "
+            f"tokens {_shown(m.get('tokens_in'))}/{_shown(m.get('tokens_out'))} · memory keys "
             f"{m.get('final_memory_keys')}"
             + (f" · similarity {r.similarity:.2f}" if r.similarity is not None else "")
             + "[/]\n"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -49,6 +50,29 @@ def _seconds_since(conn: Tx, run_id: str, key: str) -> float | None:
     stamp = row[0]
     asked = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
     return round((datetime.now(asked.tzinfo) - asked).total_seconds(), 3)
+
+
+SKIPPED_RESULT: dict[str, Any] = {
+    "output": "error: this call's recorded result could not be replayed; call it again if needed",
+    "error": True,
+    "ran": False,
+}
+"""What a skipped tool result becomes: a failed call the model is told about."""
+SKIPPED_BECOMES = "a failed tool call (the model is told its result could not be replayed)"
+
+
+def _counted(
+    stats: CycleStats, call: PendingCall, repeated: bool, result: dict[str, Any]
+) -> tuple[CycleStats, ToolMessage]:
+    """What a call's (recorded) result makes of the counters, and the model's reply."""
+    reply = ToolMessage(
+        content=result["output"],
+        tool_call_id=call["id"],
+        name=call["name"],
+        id=f"{call['id']}-result",
+        status="error" if result["error"] else "success",
+    )
+    return _tally(stats, call, result, repeated=repeated), reply
 
 
 def _tally(
@@ -205,21 +229,21 @@ def dispatch(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         signature = call_signature(ParsedCall(name=call["name"], args=call["args"]))
         refused = None if call["error"] else refusal(signature, stats["tool_calls"], counts, ctx)
         refused_text = call["error"] or (refused.text if refused else None)
+        repeated = refused is not None and refused.kind == "repeated"
+        # A recorded result that cannot be used would fail every resume the same way: it
+        # is named, and `resume --skip-bad-record` tells the model the call failed.
         result = _run_call(ledger, ctx, cycle, step, index, call, refused_text)
-        stats = _tally(
-            stats, call, result, repeated=refused is not None and refused.kind == "repeated"
+        stats, reply = ledger.used(
+            keys.tool_call(cycle, step, index),
+            cycle,
+            result,
+            partial(_counted, stats, call, repeated),
+            SKIPPED_RESULT.copy,
+            SKIPPED_BECOMES,
         )
         if call["error"] is None:
             counts[signature] = counts.get(signature, 0) + 1
-        replies.append(
-            ToolMessage(
-                content=result["output"],
-                tool_call_id=call["id"],
-                name=call["name"],
-                id=f"{call['id']}-result",
-                status="error" if result["error"] else "success",
-            )
-        )
+        replies.append(reply)
     return {
         "messages": replies,
         "stats": stats,

@@ -24,7 +24,7 @@ from contreact.checkpoints.cycles import earlier_notes
 from contreact.checkpoints.events import Error, Event, LlmInvocation, count_events
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.transactions import Tx
-from contreact.graph.state import AgentState, Context, StateUpdate
+from contreact.graph.state import AgentState, Context, CycleStats, StateUpdate
 from contreact.nodes.answer_health import answer_flags
 from contreact.nodes.assemble import prompt_of
 from contreact.nodes.budgets import tools_offered
@@ -40,6 +40,7 @@ from contreact.nodes.ollama_client import (
 from contreact.nodes.step import engine_of, ledger_of, node
 from contreact.nodes.storable import storable
 from contreact.nodes.tool_mode import is_no_tools_error
+from contreact.server_numbers import added, checked_fields, dropped_on_this_call
 from contreact.tools.registry import TOOL_SCHEMAS
 
 log = logging.getLogger("contreact")
@@ -113,7 +114,7 @@ def _client(
     return client.bind_tools(TOOL_SCHEMAS) if tools else client
 
 
-def _call_model(
+def call_model(
     ctx: Context, prompt: list[BaseMessage], with_tools: bool, *, may_switch: bool = False
 ) -> dict[str, Any]:
     """One model call with retries; its record.
@@ -134,7 +135,8 @@ def _call_model(
     def once() -> dict[str, Any]:
         started = time.monotonic()
         try:
-            reply = runnable.invoke(prompt, options=ctx.sent_options)
+            with dropped_on_this_call() as dropped:
+                reply = runnable.invoke(prompt, options=ctx.sent_options)
         except Exception as exc:
             if may_switch and with_tools and is_no_tools_error(exc):
                 return {"no_tools": str(getattr(exc, "error", exc))}
@@ -152,13 +154,18 @@ def _call_model(
                 "connection",
                 f"the answer from Ollama at {ctx.host} ended before its `done` line",
             )
+        # Server numbers as the client handed them on, checked again (a chat model given
+        # in-process has no stream to check); refused ones are absent and named.
+        numbers, refused = checked_fields(meta, ("prompt_eval_count", "eval_count"))
+        dropped.extend(name for name in refused if name not in dropped)
         return {
             "content": reply.content if isinstance(reply.content, str) else str(reply.content),
             "tool_calls": [{"name": c["name"], "args": c["args"]} for c in reply.tool_calls],
             "thinking": reply.additional_kwargs.get("reasoning_content", ""),
             "done_reason": meta.get("done_reason"),
-            "tokens_in": int(meta.get("prompt_eval_count") or 0),
-            "tokens_out": int(meta.get("eval_count") or 0),
+            "tokens_in": numbers["prompt_eval_count"],
+            "tokens_out": numbers["eval_count"],
+            "dropped_fields": sorted(dropped),
             "seconds": round(time.monotonic() - started, 4),
             # The id the answer streamed under: the stored message keeps it, so a client
             # keyed by id (Studio) shows one answer, not the stream and the state apart.
@@ -226,23 +233,38 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         record, payload = _call_and_log(state, ctx, ledger)
         return record, [Event(cycle, key, payload)]
 
-    record = ledger.once(key, cycle, act)
-    message = ai_message(record, cycle, step_no)
-    stats = state.stats
-    update: StateUpdate = {}
-    if record.get("tool_mode") and record["tool_mode"] != state.tool_mode:
-        update["tool_mode"] = record["tool_mode"]
+    def use(record: dict[str, Any]) -> StateUpdate:
+        update: StateUpdate = {}
+        if record.get("tool_mode") and record["tool_mode"] != state.tool_mode:
+            update["tool_mode"] = record["tool_mode"]
+        message = ai_message(record, cycle, step_no)
+        return {**update, "messages": [message], "stats": stats_after(state.stats, record)}
+
+    # A recorded answer that cannot be used would fail every resume the same way: it is
+    # named, and `resume --skip-bad-record` takes an empty answer instead (parse nudges).
+    return ledger.used(
+        key, cycle, ledger.once(key, cycle, act), use, SKIPPED_ANSWER.copy, SKIPPED_BECOMES
+    )
+
+
+SKIPPED_ANSWER: dict[str, Any] = {"content": "", "tool_calls": [], "skipped_record": True}
+"""What a skipped model answer becomes: an empty answer, which the parse node nudges."""
+SKIPPED_BECOMES = "an empty model answer (the model is nudged to answer again)"
+
+
+def stats_after(stats: CycleStats, record: dict[str, Any]) -> CycleStats:
+    """The cycle's counters once the answer `record` (new or journaled) is counted.
+
+    Recorded numbers are read through the server-number check: a journal written before
+    it may hold a 401-digit count (kept as its digits, a string) or a negative one.
+    """
     return {
-        **update,
-        "messages": [message],
-        "stats": {
-            **stats,
-            "steps": stats["steps"] + 1,
-            "tokens_in": stats["tokens_in"] + int(record.get("tokens_in") or 0),
-            "tokens_out": stats["tokens_out"] + int(record.get("tokens_out") or 0),
-            "model_seconds": round(stats["model_seconds"] + float(record.get("seconds") or 0), 4),
-            "response_chars": stats["response_chars"] + generated_chars(record),
-        },
+        **stats,
+        "steps": stats["steps"] + 1,
+        "tokens_in": int(added(stats["tokens_in"], record.get("tokens_in"))),
+        "tokens_out": int(added(stats["tokens_out"], record.get("tokens_out"))),
+        "model_seconds": round(added(stats["model_seconds"], record.get("seconds")), 4),
+        "response_chars": stats["response_chars"] + generated_chars(record),
     }
 
 
@@ -264,12 +286,12 @@ def _call_and_log(
     with_tools = mode == "native" and tools_offered(state.stats, ctx)
     switched = None
     try:
-        record = _call_model(ctx, prompt, with_tools, may_switch=ctx.tools == "auto")
+        record = call_model(ctx, prompt, with_tools, may_switch=ctx.tools == "auto")
         if "no_tools" in record:
             # The model cannot take native tools: from now on this run uses text tools.
             switched, mode, with_tools = record["no_tools"], "text", False
             prompt = prompt_in(mode)
-            record = _call_model(ctx, prompt, with_tools)
+            record = call_model(ctx, prompt, with_tools)
     except ModelCallError as error:
         prefix = keys.model_error_prefix(cycle, step_no)
         n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix)
@@ -301,9 +323,10 @@ def _call_and_log(
             "tool_calls": record["tool_calls"],
             "thinking": record.get("thinking") or "",
         },
-        tokens_in=record.get("tokens_in", 0),
-        tokens_out=record.get("tokens_out", 0),
+        tokens_in=record.get("tokens_in"),
+        tokens_out=record.get("tokens_out"),
         duration_s=record.get("seconds", 0.0),
+        dropped_fields=record.get("dropped_fields") or [],
         done_reason=record.get("done_reason"),
         flags=answer_flags(record, cycle),
         server_parse_error=record.get("server_parse_error"),

@@ -20,6 +20,8 @@ import httpx
 import ollama
 from langchain_ollama import ChatOllama
 
+from contreact.server_numbers import checked_stream
+
 T = TypeVar("T")
 
 ErrorKind = Literal[
@@ -243,8 +245,9 @@ def chat_client(
             # plain-http local server has no certificate to verify (0.1-0.2 s per start).
             client_kwargs={"timeout": timeout_s, "verify": not host.startswith("http://")},
             # Nodes call the model synchronously (also under Studio's server, in a worker
-            # thread); an async client would need an async hook.
-            sync_client_kwargs={"event_hooks": {"response": [read_error_body]}},
+            # thread); an async client would need an async hook. Server numbers are
+            # checked before the client validates the answer (`contreact.server_numbers`).
+            sync_client_kwargs={"event_hooks": {"response": [read_error_body, checked_stream]}},
         )
         _clients[key] = client
     return client

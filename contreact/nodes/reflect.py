@@ -120,7 +120,19 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
             complete_studio_run(conn, run_id_of(state))
         return {"advisory": advisory}, batch
 
-    record = ledger.once(keys.cycle_end(cycle), cycle, act)
-    if cycle >= state.last_cycle:
-        return {"status": "completed", "pending": [], "outcome": ""}
-    return fresh_cycle(cycle + 1, advisory=record["advisory"])
+    def use(record: dict[str, Any]) -> StateUpdate:
+        advisory = record["advisory"]
+        if advisory is not None and not isinstance(advisory, str):
+            raise TypeError(f"the advisory is a {type(advisory).__name__}, not text")
+        if cycle >= state.last_cycle:
+            return {"status": "completed", "pending": [], "outcome": ""}
+        return fresh_cycle(cycle + 1, advisory=advisory)
+
+    key = keys.cycle_end(cycle)
+    # A skipped close keeps the cycle as stored and opens the next one without advice.
+    return ledger.used(
+        key, cycle, ledger.once(key, cycle, act), use, lambda: {"advisory": None}, SKIPPED_BECOMES
+    )
+
+
+SKIPPED_BECOMES = "a cycle close without a similarity advisory for the next cycle"

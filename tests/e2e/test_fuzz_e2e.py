@@ -36,6 +36,8 @@ def test_the_suite_has_the_cases_the_issue_lists() -> None:
         "escape sequences",
     ):  # fmt: skip
         assert shape in names, shape
+    for label in ("401-digit", "NaN", "negative", "string"):
+        assert f"final chunk: {label} counts and durations" in names, label
     assert {c.expect for c in CASES} == {"transient", "permanent", "content"}
 
 
@@ -85,6 +87,11 @@ def test_no_hostile_answer_crashes_or_wedges_a_run(
     first = _first_calls(events)
     for cycle, case in enumerate(cases, start=1):
         retried = [r["kind"] for r in first[cycle].get("retries") or []]
+        # A refused server number is absent, and named: never a number in the log.
+        assert first[cycle].get("dropped_fields", []) == sorted(case.dropped), case.name
+        if case.dropped:
+            for field in ("tokens_in", "tokens_out"):
+                assert first[cycle][field] is None, (case.name, first[cycle][field])
         if case.expect == "transient":
             assert retried, f"{case.name}: not retried"
         elif case.expect == "content":

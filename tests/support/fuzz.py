@@ -31,12 +31,23 @@ from typing import Any, Literal, cast
 from contreact.stub.ollama_api import ChatRequest
 from contreact.stub.server import StubServer
 
-__all__ = ["CASES", "Case", "FuzzServer"]
+__all__ = ["CASES", "Case", "FuzzServer", "answer_with_numbers"]
 
 Expect = Literal["transient", "permanent", "content"]
 Writer = Callable[["_Handler", str], None]
 
 HUGE = "1" + "0" * 400
+SERVER_NUMBER_FIELDS = (
+    "prompt_eval_count",
+    "eval_count",
+    "total_duration",
+    "load_duration",
+    "prompt_eval_duration",
+    "eval_duration",
+)
+"""The counts and durations of Ollama's final chunk (spelled out: the suite is the spec)."""
+BAD_NUMBERS = {"401-digit": HUGE, "NaN": "NaN", "negative": "-5", "string": '"12"'}
+"""Values no count or duration may be taken as, as raw JSON."""
 DEEP = "[" * 10_000 + "]" * 10_000
 ESCAPES = r"\u001b]0;pwned\u0007\u001b[2J\u001b[31mred\u009b31m\r\u0000\u202e"
 
@@ -49,6 +60,8 @@ class Case:
     expect: Expect
     source: str
     write: Writer
+    dropped: tuple[str, ...] = ()
+    """The server numbers its `LLM_INVOCATION` must name in `dropped_fields`."""
 
 
 # --------------------------------------------------------------------------- byte writers
@@ -75,6 +88,21 @@ def _calls(*calls: tuple[str, str]) -> str:
     """A message with native tool calls, each (name as JSON, arguments as raw JSON)."""
     items = ",".join(f'{{"function":{{"name":{n},"arguments":{a}}}}}' for n, a in calls)
     return f'{{"role":"assistant","content":"","tool_calls":[{items}]}}'
+
+
+def _numbers_done(model: str, numbers: dict[str, str]) -> bytes:
+    """A final chunk with these counts and durations (name -> raw JSON)."""
+    fields = ",".join(f'"{name}":{raw}' for name, raw in numbers.items())
+    return (
+        f'{{"model":{json.dumps(model)},"created_at":"{_now()}",'
+        f'"message":{{"role":"assistant","content":""}},"done":true,"done_reason":"stop",'
+        f"{fields}}}\n"
+    ).encode()
+
+
+def answer_with_numbers(content: str, **numbers: str) -> Writer:
+    """An answer of `content` whose final chunk carries `numbers` (name -> raw JSON)."""
+    return _stream(lambda m: [_chunk(m, _text(json.dumps(content))), _numbers_done(m, numbers)])
 
 
 def _done(model: str) -> bytes:
@@ -281,7 +309,7 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "garbage token counts",
-        "transient",
+        "content",
         "server bug",
         _stream(
             lambda m: [
@@ -291,6 +319,21 @@ CASES: tuple[Case, ...] = (
                 % _now().encode(),
             ]
         ),
+        dropped=("eval_count", "prompt_eval_count"),
+    ),
+    # Every count and duration of the final chunk at once, with one kind of bad value:
+    # recorded as absent and named on the LLM_INVOCATION, never retried or computed with.
+    *(
+        Case(
+            f"final chunk: {label} counts and durations",
+            "content",
+            "issue 31",
+            answer_with_numbers(
+                f"Reflection: {label} numbers", **dict.fromkeys(SERVER_NUMBER_FIELDS, raw)
+            ),
+            dropped=tuple(sorted(SERVER_NUMBER_FIELDS)),
+        )
+        for label, raw in BAD_NUMBERS.items()
     ),
     Case(
         "done_reason length, empty",
