@@ -36,6 +36,7 @@ from contreact.nodes.ollama_client import (
     is_empty_stream,
     is_server_tool_parse_error,
     with_retries,
+    within_deadline,
 )
 from contreact.nodes.step import engine_of, ledger_of, node
 from contreact.nodes.storable import storable
@@ -134,7 +135,12 @@ def _call_model(
     def once() -> dict[str, Any]:
         started = time.monotonic()
         try:
-            reply = runnable.invoke(prompt, options=ctx.sent_options)
+            reply = within_deadline(
+                lambda: runnable.invoke(prompt, options=ctx.sent_options),
+                ctx.ollama.timeout_s,
+                model=ctx.model,
+                host=ctx.host,
+            )
         except Exception as exc:
             if may_switch and with_tools and is_no_tools_error(exc):
                 return {"no_tools": str(getattr(exc, "error", exc))}

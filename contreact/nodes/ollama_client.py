@@ -20,6 +20,8 @@ import httpx
 import ollama
 from langchain_ollama import ChatOllama
 
+from contreact.nodes import call_deadline
+
 T = TypeVar("T")
 
 ErrorKind = Literal[
@@ -117,6 +119,25 @@ def classify(exc: BaseException, *, model: str, host: str, timeout_s: float) -> 
 _ANSWER_READERS = ("/ollama/_", "/langchain_ollama/", "/pydantic/", "/langchain_core/messages/")
 """Where the server's answer is decoded and validated: the ollama client, ChatOllama
 and the message classes they build."""
+
+
+def within_deadline(call: Callable[[], T], seconds: float, *, model: str, host: str) -> T:
+    """Run one model call with `seconds` for all of it; past that, a (transient) timeout.
+
+    The deadline shuts the call's connection down, so the client raises whatever a
+    broken stream makes it raise; that is reported as what it is, the deadline.
+    """
+    with call_deadline.call_deadline(seconds) as deadline:
+        try:
+            return call()
+        except Exception as exc:
+            if deadline.expired:
+                raise ModelCallError(
+                    "timeout",
+                    f"Ollama at {host} did not finish answering within {seconds:g} s "
+                    f"(model {model}); raise ollama.timeout_s for a slow model or link",
+                ) from exc
+            raise
 
 
 def _unreadable_answer(exc: BaseException) -> bool:
@@ -244,7 +265,13 @@ def chat_client(
             client_kwargs={"timeout": timeout_s, "verify": not host.startswith("http://")},
             # Nodes call the model synchronously (also under Studio's server, in a worker
             # thread); an async client would need an async hook.
-            sync_client_kwargs={"event_hooks": {"response": [read_error_body]}},
+            # The hooks hold the call to its deadline (`call_deadline`), whatever the stream does.
+            sync_client_kwargs={
+                "event_hooks": {
+                    "request": [call_deadline.on_request],
+                    "response": [call_deadline.on_response, read_error_body],
+                }
+            },
         )
         _clients[key] = client
     return client

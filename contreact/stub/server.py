@@ -44,6 +44,7 @@ from contreact.stub.ollama_api import (
     canonical_model_name,
     chat_lines,
     embed_body,
+    now_iso,
     show_body,
     stub_card,
     tags_body,
@@ -396,7 +397,7 @@ class StubServer:
         reply: Reply | None = None
         req: ChatRequest | None = None
         status = 200
-        if fault is None or fault.kind in ("delay", "drop_midstream", "error_line"):
+        if fault is None or fault.kind in ("delay", "drip", "drop_midstream", "error_line"):
             model, status, error = self._lookup(body.get("model"))
             if model is not None and not {"completion", "tools"} & set(model.capabilities):
                 status, error = 400, f'"{body["model"]}" does not support chat'
@@ -419,7 +420,8 @@ class StubServer:
         if fault is not None and fault.kind == "drop":
             h.close_connection = True
             return
-        self._sleep(self.latency_ms / 1000 + (fault.seconds if fault else 0.0))
+        dripping = fault is not None and fault.kind == "drip"
+        self._sleep(self.latency_ms / 1000 + (fault.seconds if fault and not dripping else 0.0))
         if fault is not None and fault.kind in ("http", "tool_parse_error"):
             if fault.body is not None:
                 h.send_bytes(fault.status, fault.body.encode(), "application/json")
@@ -430,10 +432,20 @@ class StubServer:
             h.send_json(status, {"error": error})
             return
         lines = chat_lines(req, reply, started, reply.usage)
+        if fault is not None and fault.kind == "drip" and not stream:
+            self._sleep(fault.seconds * fault.chunks)
         if not stream:
             self._send_whole(h, req, reply, lines[-1], fault)
             return
         h.start_stream()
+        if fault is not None and fault.kind == "drip":
+            for _ in range(fault.chunks):
+                dot = {"role": "assistant", "content": "."}
+                h.write_line(
+                    {"model": req.model, "created_at": now_iso(), "message": dot, "done": False}
+                )
+                h.wfile.flush()
+                self._sleep(fault.seconds)
         if fault is not None and fault.kind in ("drop_midstream", "error_line"):
             h.write_line(lines[0])
             if fault.kind == "drop_midstream":
@@ -450,7 +462,7 @@ class StubServer:
     @staticmethod
     def _planned_status(fault: Fault | None, status: int, stream: bool) -> int:
         """The status the response will carry (0 when the connection is just dropped)."""
-        if fault is None or fault.kind in ("delay", "drop_midstream"):
+        if fault is None or fault.kind in ("delay", "drip", "drop_midstream"):
             return status
         if fault.kind == "drop":
             return 0

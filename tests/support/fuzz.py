@@ -280,6 +280,12 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     Case(
+        "slow drip past the deadline",
+        "transient",
+        "issue 31: a model stuck repeating itself behind a slow link",
+        _stream(lambda m: [*(_chunk(m, _text('"."')) for _ in range(8)), _done(m)], drip_s=1.0),
+    ),
+    Case(
         "garbage token counts",
         "transient",
         "server bug",
