@@ -111,7 +111,7 @@ class OllamaSettings(_Strict):
         None, description="several Ollama servers: a batch spreads its runs over them"
     )
     timeout_s: float = Field(120.0, gt=0)
-    """Per model call; ChatOllama waits forever by default."""
+    """Deadline of one attempt at a model call: first byte, every chunk and the total."""
     retries: int = Field(4, ge=0, le=20)
     """Retries of transient errors (connection, timeout, 5xx, 429) per model call."""
     retry_budget_s: float = Field(60.0, gt=0)
