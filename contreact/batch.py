@@ -48,6 +48,7 @@ from contreact.config import (
     describe_error,
     parse_config,
 )
+from contreact.host_credentials import ollama_auth
 
 HOST_FAILURES = frozenset({"connection", "timeout"})
 
@@ -153,7 +154,8 @@ def replicate_seed(base: Any, replicate: int) -> int | None:
 def host_answers(host: str, timeout: float = 3.0) -> bool:
     """Whether an Ollama server answers at `host`."""
     try:
-        return httpx.get(f"{host.rstrip('/')}/api/version", timeout=timeout).status_code == 200
+        url = f"{host.rstrip('/')}/api/version"
+        return httpx.get(url, timeout=timeout, auth=ollama_auth()).status_code == 200
     except httpx.HTTPError:
         return False
 

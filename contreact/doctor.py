@@ -16,6 +16,7 @@ import httpx
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.storage import Storage
 from contreact.config import Settings
+from contreact.host_credentials import ollama_auth
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def run_checks(settings: Settings, storage: Storage, timeout: float = 5.0) -> It
     host, model, tools = settings.host, settings.model, settings.tools
     embedding_model = settings.similarity.embedding_model
     embedding_found = False
-    with httpx.Client(timeout=timeout) as client:
+    with httpx.Client(timeout=timeout, auth=ollama_auth()) as client:
         try:
             version = client.get(f"{host}/api/version").json().get("version", "?")
         except (httpx.HTTPError, ValueError) as exc:

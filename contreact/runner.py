@@ -38,7 +38,13 @@ from contreact.checkpoints.registry import (
 from contreact.checkpoints.saver import open_saver
 from contreact.checkpoints.storage import Storage
 from contreact.checkpoints.storage_faults import StorageFault
-from contreact.config import Config, apply_overrides, deep_merge, parse_config
+from contreact.config import (
+    Config,
+    apply_overrides,
+    deep_merge,
+    default_ollama_host,
+    parse_config,
+)
 from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
 from contreact.graph.state import AgentState, Context, fresh_cycle
 from contreact.graph.wiring import builder, recursion_limit
@@ -113,6 +119,9 @@ def config_of(record: RunRecord, overrides: dict[str, Any] | None = None) -> Con
     A run keeps the host it was registered with (runs from before hosts were pinned
     stored `ollama.host: null`); only `--host` moves it.
     """
+    # The recorded host never holds credentials; resolving OLLAMA_HOST remembers any it
+    # carries for this process (`contreact.host_credentials`), as `--host` would.
+    default_ollama_host()
     stored = record.config
     ollama = stored.get("ollama") or {}
     if not ollama.get("host") and not ollama.get("hosts") and record.host:

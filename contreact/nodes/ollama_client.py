@@ -20,6 +20,7 @@ import httpx
 import ollama
 from langchain_ollama import ChatOllama
 
+from contreact.host_credentials import ollama_auth
 from contreact.nodes import call_deadline
 
 T = TypeVar("T")
@@ -262,7 +263,11 @@ def chat_client(
             reasoning=reasoning,
             # httpx loads the CA bundle for every client unless told not to verify; a
             # plain-http local server has no certificate to verify (0.1-0.2 s per start).
-            client_kwargs={"timeout": timeout_s, "verify": not host.startswith("http://")},
+            client_kwargs={
+                "timeout": timeout_s,
+                "verify": not host.startswith("http://"),
+                "auth": ollama_auth(),
+            },
             # Nodes call the model synchronously (also under Studio's server, in a worker
             # thread); an async client would need an async hook.
             # The hooks hold the call to its deadline (`call_deadline`), whatever the stream does.

@@ -36,6 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from contreact.config import SimilaritySettings
+from contreact.host_credentials import ollama_auth
 
 Level = Literal["none", "moderate", "high"]
 
@@ -283,7 +284,7 @@ def embed(texts: Sequence[str], *, model: str, host: str, timeout_s: float) -> l
         from langchain_ollama import OllamaEmbeddings
 
         embedder = OllamaEmbeddings(
-            model=model, base_url=host, client_kwargs={"timeout": timeout_s}
+            model=model, base_url=host, client_kwargs={"timeout": timeout_s, "auth": ollama_auth()}
         )
         vectors = embedder.embed_documents([k[2] for k in missing])
         if len(vectors) != len(missing):

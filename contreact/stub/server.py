@@ -16,6 +16,7 @@ Standard library only (``http.server``), so starting one costs milliseconds.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import logging
@@ -82,6 +83,7 @@ class StubServer:
         latency_ms: float = 0,
         record: str | Path | None = None,
         faults: Iterable[Fault | Mapping[str, Any]] = (),
+        basic_auth: tuple[str, str] | None = None,
     ) -> None:
         """Configure the server; nothing listens until :meth:`start`.
 
@@ -94,10 +96,17 @@ class StubServer:
             latency_ms: Delay added to every ``/api/chat`` request, for benchmarks.
             record: If given, append every recorded request to this file as a JSON line.
             faults: Faults to queue from the start.
+            basic_auth: ``(user, password)``: answer HTTP 401 to any Ollama API request
+                without them, as an authenticating proxy in front of Ollama does.
         """
         self.agent: Agent = agent if agent is not None else SimulatedAgent()
         self.host = host
         self.latency_ms = float(latency_ms)
+        self._authorization = (
+            None
+            if basic_auth is None
+            else "Basic " + base64.b64encode(":".join(basic_auth).encode()).decode()
+        )
         self.record_path = Path(record) if record is not None else None
         self._requested_port = port
         self._lock = threading.Lock()
@@ -350,11 +359,18 @@ class StubServer:
         """Answer one request whose body has been read (called by the handler)."""
         parts = urlsplit(h.path)
         path = parts.path.rstrip("/") or "/"
-        if path == "/" and method in ("GET", "HEAD"):
-            h.send_bytes(200, b"Ollama is running", "text/plain; charset=utf-8")
-            return
         if path.startswith("/_stub/"):
             handle_control(self, h, method, path, parse_qs(parts.query), raw)
+            return
+        if (
+            self._authorization is not None
+            and h.headers.get("Authorization") != self._authorization
+        ):
+            self._record(path, None, None, 401)
+            h.send_json(401, {"error": "unauthorized"})
+            return
+        if path == "/" and method in ("GET", "HEAD"):
+            h.send_bytes(200, b"Ollama is running", "text/plain; charset=utf-8")
             return
         routes = {
             ("POST", "/api/chat"): self._chat,

@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 
 from contreact.analysis.runs import events_of_type
 from contreact.checkpoints.registry import RunRecord
+from contreact.host_credentials import ollama_auth
 
 HOST_TIMEOUT_S = 3.0
 UNAVAILABLE = "unavailable"
@@ -99,7 +100,7 @@ class _Hosts:
         if host in self.down:
             return None
         try:
-            reply = httpx.request(method, url, timeout=self.timeout_s, **kwargs)
+            reply = httpx.request(method, url, timeout=self.timeout_s, auth=ollama_auth(), **kwargs)
         except httpx.HTTPError:
             self.down.add(host)
             return None

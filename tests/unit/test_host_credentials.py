@@ -1,0 +1,34 @@
+"""Credentials in an Ollama host URL: taken out of the host, remembered for this process."""
+
+from __future__ import annotations
+
+import pytest
+
+from contreact.config import resolve_host
+from contreact.host_credentials import credentials_for, hide_credentials, split_credentials
+
+
+@pytest.mark.parametrize(
+    ("url", "clean", "credentials"),
+    [
+        ("http://u:p@h:1/x", "http://h:1/x", ("u", "p")),
+        ("u:p@h", "h", ("u", "p")),
+        ("https://al%40ice:p%3Aw%2F@h", "https://h", ("al@ice", "p:w/")),
+        ("https://token@h", "https://h", ("token", "")),
+        ("http://h:1/path@x", "http://h:1/path@x", None),
+        ("http://h:1", "http://h:1", None),
+    ],
+)
+def test_split_credentials(url: str, clean: str, credentials: tuple[str, str] | None) -> None:
+    assert split_credentials(url) == (clean, credentials)
+
+
+def test_a_resolved_host_has_no_credentials_and_its_requests_get_them() -> None:
+    assert resolve_host("http://bob:pw-1@10.9.8.7:5000/proxy/") == "http://10.9.8.7:5000/proxy"
+    assert credentials_for("http://10.9.8.7:5000/proxy/api/chat") == ("bob", "pw-1")
+    assert credentials_for("http://10.9.8.7:5000/other/api/chat") is None
+    assert credentials_for("http://10.9.8.7:5001/proxy/api/chat") is None
+
+
+def test_messages_hide_credentials() -> None:
+    assert hide_credentials("bad host 'http://u:secret@h:99999'") == "bad host 'http://h:99999'"
