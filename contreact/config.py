@@ -34,6 +34,7 @@ from contreact.checkpoints.run_record import check_run_id
 from contreact.host_credentials import hide_credentials, remember, split_credentials
 from contreact.nodes.reflection_format import schema_problems
 from contreact.ollama_options import check_model_options
+from contreact.text.messages import cut
 
 ToolMode = Literal["auto", "native", "text"]
 """`auto`: the model's capabilities (`/api/show`) decide between native and text tools."""
@@ -466,7 +467,7 @@ def describe_error(root: type[BaseModel], error: Any) -> str:
         return f"`{name}` is required"
     got = error.get("input")
     plain = got is not None and not isinstance(got, dict | list)
-    shown = f" (got {hide_credentials(repr(got))})" if plain else ""
+    shown = f" (got {cut(hide_credentials(repr(got)))})" if plain else ""
     message = str(error["msg"]).removeprefix("Value error, ")
     return f"`{name}`: {message}{shown}"
 

@@ -16,6 +16,7 @@ import httpx
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.storage import Storage
 from contreact.config import Settings
+from contreact.errors import detail
 from contreact.host_credentials import ollama_auth
 
 
@@ -113,7 +114,7 @@ def run_checks(settings: Settings, storage: Storage, timeout: float = 5.0) -> It
         yield Check(
             "storage",
             False,
-            f"cannot open {storage.shown_url}: {storage.redact(f'{type(exc).__name__}: {exc}')}",
+            f"cannot open {storage.shown_url}: {storage.redact(detail(exc))}",
         )
 
 

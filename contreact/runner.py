@@ -45,7 +45,12 @@ from contreact.config import (
     default_ollama_host,
     parse_config,
 )
-from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
+from contreact.errors import (
+    NotWaitingError,
+    OperatorUnavailableError,
+    RunAlreadyCompletedError,
+    detail,
+)
 from contreact.graph.state import AgentState, Context, fresh_cycle
 from contreact.graph.wiring import builder, recursion_limit
 from contreact.nodes.ollama_client import ModelCallError
@@ -406,7 +411,7 @@ def _drive_steps(
             except Exception as exc:
                 if fault_of(storage, exc) is None:
                     # A storage fault is not the run's failure (`_drive` says it stopped).
-                    finish("failed", f"{type(exc).__name__}: {exc}")
+                    finish("failed", f"unexpected error: {detail(exc)} (rerun with --debug)")
                 raise
             finally:
                 node_started.reset(hook)

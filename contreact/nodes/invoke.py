@@ -174,7 +174,15 @@ def _call_model(
     policy = RetryPolicy(retries=ctx.ollama.retries, budget_s=ctx.ollama.retry_budget_s)
 
     def on_retry(attempt: int, error: ModelCallError, wait: float) -> None:
-        log.warning("%s; retry %d/%d in %.1f s", error.message, attempt, ctx.ollama.retries, wait)
+        # Shown under --debug only, with the client's exception class for a bug report.
+        log.warning(
+            "%s [%s]; retry %d/%d in %.1f s",
+            error.message,
+            error.cause,
+            attempt,
+            ctx.ollama.retries,
+            wait,
+        )
 
     result, failures = with_retries(
         once,

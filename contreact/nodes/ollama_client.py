@@ -20,6 +20,7 @@ import httpx
 import ollama
 from langchain_ollama import ChatOllama
 
+from contreact.errors import detail
 from contreact.host_credentials import ollama_auth
 from contreact.nodes import call_deadline
 
@@ -51,6 +52,8 @@ class ModelCallError(Exception):
     kind: ErrorKind
     message: str
     attempts: int = 1
+    cause: str = ""
+    """The client's exception class: for `--debug`, never part of the message."""
 
     def __str__(self) -> str:
         return self.message
@@ -109,12 +112,33 @@ def classify(exc: BaseException, *, model: str, host: str, timeout_s: float) -> 
         return ModelCallError(
             "malformed",
             f"Ollama at {host} sent an answer for model {model!r} that cannot be read "
-            f"({type(exc).__name__}: {_first_line(exc)})",
+            f"({_what_is_unreadable(exc)}); if it persists, check the server and any proxy "
+            "in front of it",
         )
     return ModelCallError(
         "unknown",
-        f"model call to {model!r} at {host} failed: {type(exc).__name__}: {_first_line(exc)}",
+        f"model call to {model!r} at {host} failed unexpectedly: {detail(exc)} "
+        "(rerun with --debug for the traceback)",
     )
+
+
+def _what_is_unreadable(exc: BaseException) -> str:
+    """What was wrong with an answer the client could not read, in a reader's words."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"a line that is not JSON: {exc.msg} at character {exc.pos}"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply to read"
+    if isinstance(exc, UnicodeError):
+        return "text that is not valid Unicode"
+    errors = getattr(exc, "errors", None)
+    if callable(errors):  # pydantic's ValidationError: the first field that does not fit
+        try:
+            first = errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "the answer"
+            return f"{where} does not fit Ollama's format: {first['msg']}"
+        except (TypeError, LookupError, ValueError):
+            pass
+    return f"not in Ollama's format: {detail(exc)}"
 
 
 _ANSWER_READERS = ("/ollama/_", "/langchain_ollama/", "/pydantic/", "/langchain_core/messages/")
@@ -211,6 +235,7 @@ def with_retries(
             return call(), failures
         except Exception as exc:  # noqa: BLE001 - classified below, re-raised as ModelCallError
             error = classify_error(exc)
+            error.cause = error.cause or f"{type(exc).__module__}.{type(exc).__qualname__}"
             attempt += 1
             error.attempts = attempt
             failures.append({"attempt": attempt, "kind": error.kind, "error": error.message})
@@ -222,6 +247,16 @@ def with_retries(
             if on_retry:
                 on_retry(attempt, error, wait)
             policy.sleep(wait)
+
+
+_JSON_KINDS = {
+    type(None): "null",
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+}
 
 
 def read_error_body(response: httpx.Response) -> None:
@@ -241,7 +276,8 @@ def read_error_body(response: httpx.Response) -> None:
         return  # plain text or HTML: the client keeps it as the error text
     if not isinstance(body, dict):
         raise ollama.ResponseError(
-            f"HTTP {response.status_code} with a {type(body).__name__} body: {text[:200]}",
+            f"HTTP {response.status_code} with a JSON {_JSON_KINDS.get(type(body), 'value')} "
+            f"where an error object belongs: {text[:200]}",
             response.status_code,
         )
 
