@@ -107,7 +107,12 @@ def load_batch(path: Path) -> BatchSpec:
     except OSError as exc:
         raise ConfigError(f"cannot read batch config {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: is not valid YAML: {exc}") from None
+        # yaml's own text runs over several lines; the line number and the problem fit one.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(
+            f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', None) or 'unreadable'}"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the batch config must be a YAML mapping")
     named = [key for key in ("run_id", "model") if key in data]
