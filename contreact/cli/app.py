@@ -187,7 +187,11 @@ def storage(config_dir: str | None = None, config_url: str | None = None) -> Sto
 def finish(outcome: RunOutcome) -> NoReturn:
     """Exit with the run's outcome code (a failure's one line goes to stderr)."""
     if outcome.status == "failed":
-        line = f"contreact: run {outcome.run_id} failed: {outcome.reason}"
+        run = cut(outcome.run_id)
+        line = (
+            f"contreact: run {run} failed: {outcome.reason}; once that is fixed, "
+            f"`contreact resume {run}` continues it"
+        )
         err.print(visible(cut(line, LINE_LIMIT)), markup=False)
     raise typer.Exit(outcome.exit_code)
 

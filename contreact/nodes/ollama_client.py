@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,9 +70,7 @@ def classify(exc: BaseException, *, model: str, host: str, timeout_s: float) -> 
     if isinstance(exc, ModelCallError):
         return exc
     if isinstance(exc, httpx.TimeoutException):
-        return ModelCallError(
-            "timeout", f"Ollama at {host} did not answer within {timeout_s:g} s (model {model})"
-        )
+        return timed_out(model=model, host=host, timeout_s=timeout_s)
     if isinstance(exc, httpx.ConnectError | ConnectionError):
         return ModelCallError(
             "connection",
@@ -122,6 +121,9 @@ def classify(exc: BaseException, *, model: str, host: str, timeout_s: float) -> 
     )
 
 
+_UNION_TAG = re.compile(r"^(str|int|float|bool|list|dict|none|[a-z-]+\[.*\])$")
+
+
 def _what_is_unreadable(exc: BaseException) -> str:
     """What was wrong with an answer the client could not read, in a reader's words."""
     if isinstance(exc, json.JSONDecodeError):
@@ -134,7 +136,9 @@ def _what_is_unreadable(exc: BaseException) -> str:
     if callable(errors):  # pydantic's ValidationError: the first field that does not fit
         try:
             first = errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "the answer"
+            # The location without pydantic's union tags (`content.str`: the str branch).
+            parts = [str(p) for p in first["loc"] if not _UNION_TAG.match(str(p))]
+            where = ".".join(parts) or "the answer"
             return f"{where} does not fit Ollama's format: {first['msg']}"
         except (TypeError, LookupError, ValueError):
             pass
@@ -157,12 +161,23 @@ def within_deadline(call: Callable[[], T], seconds: float, *, model: str, host: 
             return call()
         except Exception as exc:
             if deadline.expired:
-                raise ModelCallError(
-                    "timeout",
-                    f"Ollama at {host} did not finish answering within {seconds:g} s "
-                    f"(model {model}); raise ollama.timeout_s for a slow model or link",
-                ) from exc
+                error = timed_out(model=model, host=host, timeout_s=seconds)
+                error.cause = _class_of(exc)
+                raise error from exc
             raise
+
+
+def timed_out(*, model: str, host: str, timeout_s: float) -> ModelCallError:
+    """The one timeout, whichever limit tripped: the deadline or a single read."""
+    return ModelCallError(
+        "timeout",
+        f"Ollama at {host} did not finish answering within {timeout_s:g} s (model {model}); "
+        "raise ollama.timeout_s for a slow model or link",
+    )
+
+
+def _class_of(exc: BaseException) -> str:
+    return f"{type(exc).__module__}.{type(exc).__qualname__}"
 
 
 def _unreadable_answer(exc: BaseException) -> bool:
@@ -235,7 +250,7 @@ def with_retries(
             return call(), failures
         except Exception as exc:  # noqa: BLE001 - classified below, re-raised as ModelCallError
             error = classify_error(exc)
-            error.cause = error.cause or f"{type(exc).__module__}.{type(exc).__qualname__}"
+            error.cause = error.cause or _class_of(exc)
             attempt += 1
             error.attempts = attempt
             failures.append({"attempt": attempt, "kind": error.kind, "error": error.message})

@@ -166,9 +166,10 @@ HEADER = """# Error lines
 Every one-line error the `contreact` command can print on stderr, as the code writes it:
 `{...}` is a value filled in when it is printed (a run id, a host, a file, a database URL
 with its password hidden, the server's own words). Each line is printed as
-`contreact: LINE`; a run that fails prints `contreact: run RUN failed: REASON`, its reason
-one of the lines below. Exit codes: 1 a run or a command failed, 2 bad input or config,
-130 interrupted (docs/commands.md).
+`contreact: LINE`. A run that fails prints ``contreact: run RUN failed: REASON; once that
+is fixed, `contreact resume RUN` continues it``, its reason one of the lines below. Exit
+codes: 1 a run or a command failed, 2 bad input or config, 130 interrupted
+([commands.md](commands.md)).
 
 No line names an internal exception class: `--debug` adds the traceback (and, on each
 retried model call, the client's exception class) for a bug report. An input echoed in a

@@ -37,7 +37,7 @@ def test_the_catalogue_holds_each_kind_of_line() -> None:
         "no run named {run} in",  # explain
         "unexpected error: {detail(exc)} (rerun with --debug for the traceback)",  # fallback
         "cannot reach Ollama at {host}",  # a model call
-        "did not finish answering within {seconds} s",  # the deadline
+        "did not finish answering within {timeout_s} s",  # the deadline
         "database {where} cannot be reached",  # PostgreSQL down
         "database {where} is locked by another process",  # SQLite
         "unknown key `{name}`{hint}",  # a config problem
