@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from contreact.stub.ollama_api import canonical_model_name
+from contreact.text.messages import cut
 
 __all__ = [
     "DEFAULT_FAULT_PATH",
@@ -177,7 +178,7 @@ def parse_faults(items: Iterable[Fault | Mapping[str, Any]]) -> list[Fault]:
             out.append(item)
             continue
         if not isinstance(item, Mapping):
-            raise ValueError(f"fault: expected a mapping, got {type(item).__name__}")
+            raise ValueError(f"fault: expected a mapping, got {cut(repr(item))}")
         times = item.get("times", 1)
         if not isinstance(times, int) or times < 1:
             raise ValueError("fault: times must be a positive integer")

@@ -31,6 +31,7 @@ LINE_ERRORS: dict[str, str] = {
     "EvaluatorError": "1",
     "ForeignThreadError": "1",
     "RegisteredRunError": "1",
+    "MissingExtraError": "2",
 }
 """Errors whose message the CLI prints as the line, and the exit code it goes with."""
 
@@ -45,8 +46,14 @@ VALUE_ERROR_MODULES: dict[str, str] = {
 LINE_FUNCTIONS: dict[str, str] = {"describe_error": "2", "_sqlite_cause": "1"}
 """Functions whose returned text is (part of) a line: a config problem, a SQLite fault."""
 
-SKIPPED = ("contreact/stub/",)
-"""The stub answers HTTP clients; its errors are HTTP bodies, not CLI lines."""
+STUB_LINES = (
+    "contreact/stub/agents.py",
+    "contreact/stub/faults.py",
+    "contreact/stub/real.py",
+    "contreact/stub/scenarios.py",
+)
+"""`contreact stub` prints the `ValueError` of a bad scenario or fault, or a missing extra,
+as `stub: LINE`; the rest of the stub answers HTTP clients, not people at the CLI."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,8 @@ class _Collector(ast.NodeVisitor):
             self._add(LINE_ERRORS[name], args[0])
         elif name == "ValueError" and args and self.module in VALUE_ERROR_MODULES:
             self._add(VALUE_ERROR_MODULES[self.module], args[0])
+        elif name in ("ValueError", "MissingExtraError") and args and self.module in STUB_LINES:
+            self._add("2", args[0])
         self.generic_visit(node)
 
 
@@ -147,7 +156,7 @@ def collect() -> list[Site]:
     sites: list[Site] = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = path.relative_to(ROOT).as_posix()
-        if module.startswith(SKIPPED):
+        if module.startswith("contreact/stub/") and module not in STUB_LINES:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         collector = _Collector(module)
@@ -169,7 +178,8 @@ with its password hidden, the server's own words). Each line is printed as
 `contreact: LINE`. A run that fails prints ``contreact: run RUN failed: REASON; once that
 is fixed, `contreact resume RUN` continues it``, its reason one of the lines below. Exit
 codes: 1 a run or a command failed, 2 bad input or config, 130 interrupted
-([commands.md](commands.md)).
+([commands.md](commands.md)). `contreact stub` prints its own lines (those written in
+`contreact/stub/`) as `stub: LINE`.
 
 No line names an internal exception class: `--debug` adds the traceback (and, on each
 retried model call, the client's exception class) for a bug report. An input echoed in a
