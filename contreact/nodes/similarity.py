@@ -36,6 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from contreact.config import SimilaritySettings
+from contreact.errors import detail
 from contreact.host_credentials import ollama_auth
 
 Level = Literal["none", "moderate", "high"]
@@ -318,8 +319,7 @@ def embedding_scores(
 
 def embedding_failure(model: str, exc: Exception) -> str:
     """Why the embedding model could not be used (one line), for the report's note."""
-    detail = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
-    return f"embedding model {model!r} unavailable ({detail})"
+    return f"embedding model {model!r} unavailable ({detail(exc)}); similarity is lexical"
 
 
 EMBED_TIMEOUT_S = 30.0
