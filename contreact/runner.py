@@ -396,6 +396,8 @@ def _drive_steps(
                 for node, update in line.stream(payload, context=ctx, config=invocation):
                     progress.update(node, update)
             except ModelCallError as error:
+                # Under --debug only (a warning): the client's exception, for a bug report.
+                log.warning("the model call failed with %s", error.cause or "no exception")
                 return finish("failed", error.message)
             except KeyboardInterrupt:
                 # Ctrl-C or SIGTERM: the step in flight is abandoned (what it journaled
