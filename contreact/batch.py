@@ -48,7 +48,7 @@ from contreact.config import (
     describe_error,
     parse_config,
 )
-from contreact.host_credentials import ollama_auth
+from contreact.host_credentials import for_children, ollama_auth
 
 HOST_FAILURES = frozenset({"connection", "timeout"})
 
@@ -225,7 +225,7 @@ class BatchRunner:
 
     def _child(self, run_id: str, args: list[str]) -> int:
         log = self.folder / f"{run_id}.out"
-        env = {**os.environ, "CONTREACT_PARENT_PID": str(os.getpid())}
+        env = {**os.environ, **for_children(), "CONTREACT_PARENT_PID": str(os.getpid())}
         with open_private(log, "a") as out:
             proc = subprocess.run(
                 [sys.executable, "-m", "contreact", *self.cli_flags, *args, "--quiet"],

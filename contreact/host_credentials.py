@@ -6,12 +6,15 @@ and stored config, events, errors, `show`, `list`, reports) is the URL without t
 that no password reaches a database, a JSONL log, a terminal or a report. The
 credentials stay in this process's memory, keyed by that URL, and every HTTP client that
 talks to the host is handed them as httpx's Basic auth. A `resume` in a new process
-needs them again: from `--host` or `OLLAMA_HOST`.
+needs them again: from `--host` or `OLLAMA_HOST`. A batch hands them to its runs' child
+processes in their environment (`CONTREACT_OLLAMA_CREDENTIALS`), never in a file.
 """
 
 from __future__ import annotations
 
 import base64
+import json
+import os
 import re
 import threading
 from collections.abc import Generator
@@ -21,6 +24,10 @@ from urllib.parse import unquote
 
 if TYPE_CHECKING:
     import httpx
+
+ENV = "CONTREACT_OLLAMA_CREDENTIALS"
+"""How a parent process (a batch) hands its credentials to its children: JSON host -> [user,
+password], in the environment only."""
 
 _known: dict[str, tuple[str, str]] = {}
 _lock = threading.Lock()
@@ -56,11 +63,28 @@ def remember(host: str, credentials: tuple[str, str]) -> None:
 def credentials_for(url: str) -> tuple[str, str] | None:
     """The credentials remembered for the host `url` is on (a base URL or a request's URL)."""
     with _lock:
-        known = dict(_known)
+        known = {**_inherited(os.environ.get(ENV, "")), **_known}
     for host in sorted(known, key=len, reverse=True):
         if url == host or url.startswith(host.rstrip("/") + "/"):
             return known[host]
     return None
+
+
+def for_children() -> dict[str, str]:
+    """Environment entries that give a child process this process's credentials."""
+    with _lock:
+        known = {**_inherited(os.environ.get(ENV, "")), **_known}
+    return {ENV: json.dumps({h: list(c) for h, c in known.items()})} if known else {}
+
+
+@lru_cache(maxsize=4)
+def _inherited(text: str) -> dict[str, tuple[str, str]]:
+    """The credentials a parent handed down (nothing, if the variable is unreadable)."""
+    try:
+        data = json.loads(text) if text else {}
+        return {str(h): (str(c[0]), str(c[1])) for h, c in data.items()}
+    except (ValueError, TypeError, LookupError, AttributeError):
+        return {}
 
 
 @lru_cache(maxsize=1)

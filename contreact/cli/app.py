@@ -230,6 +230,12 @@ def main_options(
 ) -> None:
     """Continuous ReAct agents on local Ollama models."""
     OPTIONS.data_dir, OPTIONS.db_url, OPTIONS.debug = data_dir, db_url, debug
+    if "@" in os.environ.get("OLLAMA_HOST", ""):
+        # Credentials in OLLAMA_HOST reach every command's requests to that host (a run's
+        # recorded host, `pei`, `report`), though they are never recorded with a run.
+        from contreact.config import default_ollama_host
+
+        default_ollama_host()
     die_with_parent()
     logging.basicConfig(level=logging.WARNING if debug else logging.ERROR, format="%(message)s")
 

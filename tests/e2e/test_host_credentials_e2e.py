@@ -13,6 +13,7 @@ import base64
 import json
 from pathlib import Path
 
+import yaml
 from sqlalchemy import inspect
 
 from contreact.stub import StubServer
@@ -99,3 +100,25 @@ def test_a_bad_host_in_a_config_is_refused_without_echoing_its_password(
     result = cli_in_process(sqlite_backend, "run", str(config))
     assert result.returncode == 2 and "invalid port" in result.stderr, result.stderr
     assert PASSWORD not in result.stderr
+
+
+def test_a_batch_hands_the_credentials_to_its_runs_without_writing_them(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    with StubServer(basic_auth=(USER, PASSWORD)).start() as server:
+        host = server.url.replace("://", f"://{USER}:{PASSWORD}@")
+        batch = tmp_path / "batch.yaml"
+        batch.write_text(
+            yaml.safe_dump(
+                {"batch": "b", "models": ["stub-model"], "cycles": 1, "ollama": {"host": host}}
+            ),
+            encoding="utf-8",
+        )
+        result = cli_in_process(sqlite_backend, "batch", str(batch), "--json")
+        statuses = {r["status"] for r in server.requests()}
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [r["status"] for r in json.loads(result.stdout)] == ["completed"]
+    assert statuses == {200}
+    seen = everything_stored(sqlite_backend) + result.stdout + result.stderr
+    for secret in SECRETS:
+        assert secret not in seen

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from contreact.config import resolve_host
-from contreact.host_credentials import credentials_for, hide_credentials, split_credentials
+from contreact import host_credentials
+from contreact.host_credentials import (
+    ENV,
+    credentials_for,
+    for_children,
+    hide_credentials,
+    split_credentials,
+)
 
 
 @pytest.mark.parametrize(
@@ -32,3 +39,17 @@ def test_a_resolved_host_has_no_credentials_and_its_requests_get_them() -> None:
 
 def test_messages_hide_credentials() -> None:
     assert hide_credentials("bad host 'http://u:secret@h:99999'") == "bad host 'http://h:99999'"
+
+
+def test_a_child_process_inherits_the_credentials_through_its_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resolve_host("http://carol:pw-2@10.9.8.6:5000")
+    handed = for_children()
+    assert "pw-2" in handed[ENV]
+    monkeypatch.setattr(host_credentials, "_known", {})
+    assert credentials_for("http://10.9.8.6:5000/api/chat") is None
+    monkeypatch.setenv(ENV, handed[ENV])
+    assert credentials_for("http://10.9.8.6:5000/api/chat") == ("carol", "pw-2")
+    monkeypatch.setenv(ENV, "not json")
+    assert credentials_for("http://10.9.8.6:5000/api/chat") is None
