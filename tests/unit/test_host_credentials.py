@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from contreact.config import resolve_host
 from contreact import host_credentials
+from contreact.config import resolve_host
 from contreact.host_credentials import (
     ENV,
     credentials_for,
