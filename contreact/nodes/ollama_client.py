@@ -96,7 +96,9 @@ def classify(exc: BaseException, *, model: str, host: str, timeout_s: float) -> 
             return ModelCallError("rate_limited", f"Ollama at {host} is rate limiting: {text}")
         if status in (401, 403):
             return ModelCallError(
-                "auth", f"Ollama at {host} refused access (HTTP {status}): {text}"
+                "auth",
+                f"Ollama at {host} refused access (HTTP {status}): {text}; a proxy that asks "
+                "for a password takes it in the host URL (http://user:password@host:port)",
             )
         if status == -1 or status >= 500:
             where = "mid-stream error" if status == -1 else f"HTTP {status}"
