@@ -111,16 +111,19 @@ def _stream(
         h.send_header("Content-Type", content_type)
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
-        for part in parts(model):
-            h.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
-            h.wfile.flush()
-            if drip_s:
-                time.sleep(drip_s)
-        if hang_s:
-            time.sleep(hang_s)
-        if finish:
-            h.wfile.write(b"0\r\n\r\n")
         h.close_connection = True
+        try:
+            for part in parts(model):
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                h.wfile.flush()
+                if drip_s:
+                    time.sleep(drip_s)
+            if hang_s:
+                time.sleep(hang_s)
+            if finish:
+                h.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # the client gave up on the answer (a deadline): nothing more to send
 
     return write
 
