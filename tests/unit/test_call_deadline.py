@@ -8,14 +8,13 @@ the total all fit in it, and an abandoned call leaves no timer or half-read stre
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 from langchain_core.messages import HumanMessage
 
-from contreact.nodes.call_deadline import Deadline
+from contreact.nodes.call_deadline import Deadline, _watchdog
 from contreact.nodes.ollama_client import ModelCallError, chat_client, within_deadline
 from contreact.stub import StubServer
 
@@ -75,6 +74,35 @@ def test_the_deadline_counts_from_the_start_of_the_call_not_of_the_stream() -> N
     assert error.kind == "timeout" and 0.9 <= elapsed < 1.6, elapsed
 
 
+def test_a_deadline_that_ended_in_time_shuts_nothing() -> None:
+    a, b = socket.socketpair()
+
+    class Stream:
+        def get_extra_info(self, name: str) -> object:
+            return a if name == "socket" else None
+
+    try:
+        deadline = Deadline(0.05)
+        deadline.watch(Stream())
+        deadline.finish()  # the call ended: its connection went back to the pool
+        time.sleep(0.2)
+        b.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            b.recv(1)  # still open: nothing to read, no shutdown
+    finally:
+        a.close()
+        b.close()
+
+
+def test_many_calls_leave_no_armed_deadline_behind() -> None:
+    from contreact.nodes.call_deadline import call_deadline
+
+    for _ in range(500):
+        with call_deadline(60):
+            pass
+    assert _watchdog.pending() == 0 and len(_watchdog._heap) < 300
+
+
 def test_a_call_within_the_deadline_is_untouched(server: StubServer) -> None:
     server.add_faults({"kind": "drip", "seconds": 0.05, "chunks": 4})
     content, elapsed = call(server, 2.0)
@@ -86,7 +114,7 @@ def test_an_abandoned_call_leaves_nothing_running_and_the_next_call_works(
 ) -> None:
     server.add_faults({"kind": "drip", "seconds": 0.2, "chunks": 50})
     timed_out(server, 0.6)
-    assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+    assert _watchdog.pending() == 0  # no deadline of a call that ended is left armed
     content, elapsed = call(server, 0.6)
     assert content and not content.startswith(".") and elapsed < 0.6
     # The abandoned stream's connection was shut: the stub's drip met a closed socket.
@@ -95,7 +123,10 @@ def test_an_abandoned_call_leaves_nothing_running_and_the_next_call_works(
 
 def test_a_deadline_passed_before_the_connection_exists_shuts_it_at_once() -> None:
     deadline = Deadline(0.05)
-    time.sleep(0.1)
+    for _ in range(200):  # the watchdog thread expires it (slower on a loaded machine)
+        if deadline.expired:
+            break
+        time.sleep(0.01)
     a, b = socket.socketpair()
 
     class Stream:
@@ -106,5 +137,6 @@ def test_a_deadline_passed_before_the_connection_exists_shuts_it_at_once() -> No
         deadline.watch(Stream())
         assert deadline.expired and b.recv(1) == b""  # the peer sees the shutdown
     finally:
+        deadline.finish()
         a.close()
         b.close()
