@@ -48,6 +48,7 @@ from contreact.config import (
     describe_error,
     parse_config,
 )
+from contreact.host_credentials import for_children, ollama_auth
 
 HOST_FAILURES = frozenset({"connection", "timeout"})
 
@@ -110,7 +111,12 @@ def load_batch(path: Path) -> BatchSpec:
     except OSError as exc:
         raise ConfigError(f"cannot read batch config {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: is not valid YAML: {exc}") from None
+        # yaml's own text runs over several lines; the line number and the problem fit one.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(
+            f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', None) or 'unreadable'}"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the batch config must be a YAML mapping")
     named = [key for key in ("run_id", "model") if key in data]
@@ -139,8 +145,8 @@ def load_batch(path: Path) -> BatchSpec:
         merged = deep_merge(merged, {"model_options": {"seed": seed}})
         config = parse_config(merged, f"{path} ({run_id})")
         runs.append(PlannedRun(run_id, entry.name, replicate, config.model_dump(mode="json"), seed))
-    where = runs[0].config.get("storage") or {} if runs else {}
-    return BatchSpec(name, runs, hosts, spec.parallel, where.get("data_dir"), where.get("url"))
+    stored: dict[str, Any] = (runs[0].config.get("storage") or {}) if runs else {}
+    return BatchSpec(name, runs, hosts, spec.parallel, stored.get("data_dir"), stored.get("url"))
 
 
 def preflight(spec: BatchSpec, storage: Storage) -> tuple[list[str], list[str]]:
@@ -178,7 +184,8 @@ def replicate_seed(base: Any, replicate: int) -> int | None:
 def host_answers(host: str, timeout: float = 3.0) -> bool:
     """Whether an Ollama server answers at `host`."""
     try:
-        return httpx.get(f"{host.rstrip('/')}/api/version", timeout=timeout).status_code == 200
+        url = f"{host.rstrip('/')}/api/version"
+        return httpx.get(url, timeout=timeout, auth=ollama_auth()).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -246,6 +253,7 @@ class BatchRunner:
         # The database URL goes by environment, not argv: `ps` shows argv, with any password.
         env = {
             **os.environ,
+            **for_children(),
             "CONTREACT_PARENT_PID": str(os.getpid()),
             "CONTREACT_DB_URL": self.storage.url,
         }

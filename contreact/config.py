@@ -31,8 +31,10 @@ from pydantic import (
 )
 
 from contreact.checkpoints.run_record import check_run_id
+from contreact.host_credentials import hide_credentials, remember, split_credentials
 from contreact.nodes.reflection_format import schema_problems
 from contreact.ollama_options import check_model_options
+from contreact.text.messages import cut
 
 ToolMode = Literal["auto", "native", "text"]
 """`auto`: the model's capabilities (`/api/show`) decide between native and text tools."""
@@ -54,8 +56,10 @@ def resolve_host(value: str | None) -> str:
     missing scheme as http, a missing port as 11434 (80/443 only when the scheme is given),
     `:PORT` alone as 127.0.0.1, brackets IPv6 addresses and keeps a path prefix (a proxy).
     Every place that reaches Ollama (run, resume, doctor, batch, chat) resolves through here.
+    A `user:password@` is taken out and remembered for this process only (sent as Basic
+    auth, never recorded: `contreact.host_credentials`).
     """
-    text = (value or "").strip()
+    text, credentials = split_credentials(value or "")
     port = DEFAULT_OLLAMA_PORT
     scheme, _, hostport = text.partition("://")
     if not hostport:
@@ -68,15 +72,18 @@ def resolve_host(value: str | None) -> str:
     host = split.hostname or "127.0.0.1"
     try:
         port = split.port or port
-    except ValueError as exc:
-        raise ValueError(f"host {value!r} has an invalid port") from exc
+    except ValueError:
+        raise ValueError(f"host {text!r} has an invalid port") from None
     try:
         if isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address):
             host = f"[{host}]"
     except ValueError:
         pass
     path = split.path.strip("/")
-    return f"{scheme}://{host}:{port}/{path}" if path else f"{scheme}://{host}:{port}"
+    resolved = f"{scheme}://{host}:{port}/{path}" if path else f"{scheme}://{host}:{port}"
+    if credentials is not None:
+        remember(resolved, credentials)
+    return resolved
 
 
 def default_ollama_host() -> str:
@@ -111,7 +118,7 @@ class OllamaSettings(_Strict):
         None, description="several Ollama servers: a batch spreads its runs over them"
     )
     timeout_s: float = Field(120.0, gt=0)
-    """Per model call; ChatOllama waits forever by default."""
+    """Deadline of one attempt at a model call: first byte, every chunk and the total."""
     retries: int = Field(4, ge=0, le=20)
     """Retries of transient errors (connection, timeout, 5xx, 429) per model call."""
     retry_budget_s: float = Field(60.0, gt=0)
@@ -470,7 +477,8 @@ def describe_error(root: type[BaseModel], error: Any) -> str:
     if error["type"] == "missing":
         return f"`{name}` is required"
     got = error.get("input")
-    shown = f" (got {got!r})" if got is not None and not isinstance(got, dict | list) else ""
+    plain = got is not None and not isinstance(got, dict | list)
+    shown = f" (got {cut(hide_credentials(repr(got)))})" if plain else ""
     message = str(error["msg"]).removeprefix("Value error, ")
     return f"`{name}`: {message}{shown}"
 

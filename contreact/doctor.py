@@ -16,6 +16,8 @@ import httpx
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.storage import Storage
 from contreact.config import Settings, resolve_host
+from contreact.errors import detail
+from contreact.host_credentials import ollama_auth
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ def run_checks(settings: Settings, storage: Storage, timeout: float = 5.0) -> It
     host, model, tools = settings.host, settings.model, settings.tools
     embedding_model = settings.similarity.embedding_model
     embedding_found = False
-    with httpx.Client(timeout=timeout) as client:
+    with httpx.Client(timeout=timeout, auth=ollama_auth()) as client:
         version = _version(client, host)
         yield version
         if version.ok:
@@ -126,7 +128,7 @@ def batch_checks(
     """
     every_host = list(dict.fromkeys([*(resolve_host(h) for h in hosts), *(r.host for r in runs)]))
     models = {r.model: r.tools for r in runs}
-    with httpx.Client(timeout=timeout) as client:
+    with httpx.Client(timeout=timeout, auth=ollama_auth()) as client:
         for host in every_host:
             version = _version(client, host)
             yield version
@@ -146,7 +148,7 @@ def _storage_check(storage: Storage) -> Check:
         return Check(
             "storage",
             False,
-            f"cannot open {storage.shown_url}: {storage.redact(f'{type(exc).__name__}: {exc}')}",
+            f"cannot open {storage.shown_url}: {storage.redact(detail(exc))}",
         )
 
 

@@ -4,6 +4,8 @@ The CLI imports these at start-up for its error handling; keeping them here (rat
 beside the runner, which pulls in LangGraph) lets read-only commands start fast.
 """
 
+from contreact.text.messages import cut
+
 
 class RunAlreadyCompletedError(Exception):
     """`resume` of a completed run without `--cycles`."""
@@ -19,3 +21,19 @@ class OperatorUnavailableError(Exception):
 
 class MissingExtraError(ImportError):
     """An optional extra's packages are needed and not installed (e.g. pandas: `analysis`)."""
+
+
+LINE_LIMIT = 1000
+"""The longest error line printed whole: a pasted file or a 5,000-character run id is cut."""
+
+
+def detail(exc: BaseException) -> str:
+    """What an exception says, in one line and without its class name ("no detail" if mute).
+
+    The class name means nothing to a person at a terminal; `--debug` shows it with the
+    traceback.
+    """
+    for line in str(exc).splitlines():
+        if line.strip():
+            return cut(line.strip(), 300)
+    return "no detail"

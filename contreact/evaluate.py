@@ -15,6 +15,7 @@ from contreact.nodes.ollama_client import (
     chat_client,
     classify,
     with_retries,
+    within_deadline,
 )
 
 
@@ -27,7 +28,12 @@ def ask_evaluator(question: Question, *, retries: int = 2, keep_alive: str = "5m
     client = chat_client(question.evaluator, question.host, question.timeout_s, keep_alive, None)
 
     def once() -> str:
-        reply = client.invoke(question.messages, options=question.options)
+        reply = within_deadline(
+            lambda: client.invoke(question.messages, options=question.options),
+            question.timeout_s,
+            model=question.evaluator,
+            host=question.host,
+        )
         return reply.content if isinstance(reply.content, str) else str(reply.content)
 
     try:

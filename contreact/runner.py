@@ -46,8 +46,19 @@ from contreact.checkpoints.saver import open_saver
 from contreact.checkpoints.storage import Storage
 from contreact.checkpoints.storage_faults import StorageFault
 from contreact.checkpoints.transactions import Tx
-from contreact.config import Config, apply_overrides, deep_merge, parse_config
-from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
+from contreact.config import (
+    Config,
+    apply_overrides,
+    deep_merge,
+    default_ollama_host,
+    parse_config,
+)
+from contreact.errors import (
+    NotWaitingError,
+    OperatorUnavailableError,
+    RunAlreadyCompletedError,
+    detail,
+)
 from contreact.graph.state import AgentState, Context, fresh_cycle
 from contreact.graph.wiring import builder, recursion_limit
 from contreact.nodes.ollama_client import ModelCallError
@@ -122,6 +133,9 @@ def config_of(record: RunRecord, overrides: dict[str, Any] | None = None) -> Con
     A run keeps the host it was registered with (runs from before hosts were pinned
     stored `ollama.host: null`); only `--host` moves it.
     """
+    # The recorded host never holds credentials; resolving OLLAMA_HOST remembers any it
+    # carries for this process (`contreact.host_credentials`), as `--host` would.
+    default_ollama_host()
     stored = record.config
     ollama = stored.get("ollama") or {}
     if not ollama.get("host") and not ollama.get("hosts") and record.host:
@@ -406,6 +420,8 @@ def _drive_steps(
                 for node, update in line.stream(payload, context=ctx, config=invocation):
                     progress.update(node, update)
             except ModelCallError as error:
+                # Under --debug only (a warning): the client's exception, for a bug report.
+                log.warning("the model call failed with %s", error.cause or "no exception")
                 return finish("failed", error.message)
             except BadRecordError as error:
                 return finish(
@@ -427,7 +443,7 @@ def _drive_steps(
             except Exception as exc:
                 if fault_of(storage, exc) is None:
                     # A storage fault is not the run's failure (`_drive` says it stopped).
-                    finish("failed", f"{type(exc).__name__}: {exc}")
+                    finish("failed", f"unexpected error: {detail(exc)} (rerun with --debug)")
                 raise
             finally:
                 node_started.reset(hook)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from contreact.text.messages import cut
+
 RunStatus = Literal["running", "paused", "completed", "failed"]
 ShownStatus = Literal["running", "interrupted", "paused", "completed", "failed"]
 """A status as `list` and `status` show it: a `running` run nobody drives is `interrupted`."""
@@ -31,7 +33,7 @@ def check_run_id(run_id: str) -> str:
     """Validate a run id (it names files and appears in URLs)."""
     if not RUN_ID_PATTERN.match(run_id):
         raise ValueError(
-            f"run id {run_id!r} must start with a letter or digit and contain only "
+            f"run id {cut(run_id)!r} must start with a letter or digit and contain only "
             "letters, digits, '.', '_' or '-' (at most 200 characters)"
         )
     return run_id

@@ -12,6 +12,7 @@ reported instead of being taken for an empty one and silently recreated.
 from __future__ import annotations
 
 import errno
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,12 +86,41 @@ def storage_fault(exc: BaseException, where: str, busy_s: float) -> StorageFault
         if isinstance(item, OSError) and item.errno in _OS_CAUSES:
             name = item.filename or where
             return StorageFault(f"{_OS_CAUSES[item.errno]} {name} ({item.strerror})")
+        if _is_postgres_connection_error(item):
+            return StorageFault(
+                f"database {where} cannot be reached: {_postgres_reason(item)}; check that "
+                "PostgreSQL is running there and that the URL (--db-url, CONTREACT_DB_URL or "
+                "storage.url) names the right host, database and user"
+            )
         sqlstate = getattr(item, "sqlstate", None)
         if isinstance(sqlstate, str) and sqlstate.startswith("53"):
             # PostgreSQL's class 53: insufficient resources (disk full, out of memory).
             first = str(item).splitlines()[0] if str(item) else sqlstate
             return StorageFault(f"database {where} is out of resources: {first}")
     return None
+
+
+def _is_postgres_connection_error(exc: BaseException) -> bool:
+    """Whether psycopg could not connect, or lost the connection (no server, no database, no role).
+
+    Told by name: importing psycopg here would load it for SQLite users too.
+    """
+    kind = type(exc)
+    if not kind.__module__.startswith("psycopg") or kind.__name__ != "OperationalError":
+        return False
+    sqlstate = getattr(exc, "sqlstate", None)
+    # None: the connection never came up; 08 connection exception; 28 bad password or
+    # role; 3D no such database; 57P0x the server shut down.
+    return sqlstate is None or sqlstate[:2] in ("08", "28", "3D") or sqlstate[:4] == "57P0"
+
+
+def _postgres_reason(exc: BaseException) -> str:
+    """The cause libpq gives, without its `connection to server at ... failed:` preamble."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else "no detail"
+    text = re.sub(r"^connection failed:\s*", "", text)
+    text = re.sub(r"^connection to server (at|on) .*? failed:\s*", "", text)
+    return re.sub(r"^FATAL:\s*", "", text) or "no detail"
 
 
 def check_sqlite_file(path: Path) -> None:

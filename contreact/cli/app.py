@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, ParamSpec
 import typer
 from rich.console import Console
 
+from contreact.errors import LINE_LIMIT, detail
 from contreact.terminal_text import visible
+from contreact.text.messages import cut
 
 if TYPE_CHECKING:
     from contreact.checkpoints.storage import Storage
@@ -67,8 +69,8 @@ class BadInputError(Exception):
 
 
 def fail(message: str, code: int) -> NoReturn:
-    """Print one line on stderr and exit."""
-    err.print(visible(f"contreact: {message}"), markup=False)
+    """Print one line on stderr (an overlong one cut) and exit."""
+    err.print(visible(cut(f"contreact: {message}", LINE_LIMIT)), markup=False)
     raise typer.Exit(code)
 
 
@@ -91,19 +93,20 @@ def explain(exc: Exception) -> tuple[str, int] | None:
     """The line and exit code for an error a user can act on (None: an unexpected one)."""
     if isinstance(exc, BadInputError) or _is(exc, "contreact.config", "ConfigError"):
         return str(exc), 2
+    run = cut(str(exc))  # the run id these errors carry, as typed
     if _is(exc, "contreact.checkpoints.run_record", "RunExistsError"):
-        return f"run {exc} already exists; continue it with `contreact resume {exc}`", 2
+        return f"run {run} already exists; continue it with `contreact resume {run}`", 2
     if _is(exc, "contreact.checkpoints.run_record", "RunNotFoundError"):
-        return f"no run named {exc} in {storage().shown} (see `contreact list`)", 2
+        return f"no run named {run} in {storage().shown} (see `contreact list`)", 2
     if _is(exc, "contreact.errors", "RunAlreadyCompletedError"):
         return (
-            f"run {exc} is already completed; extend it with `contreact resume {exc} --cycles N`",
+            f"run {run} is already completed; extend it with `contreact resume {run} --cycles N`",
             2,
         )
     if _is(exc, "contreact.errors", "OperatorUnavailableError"):
         return str(exc), 2
     if _is(exc, "contreact.errors", "NotWaitingError"):
-        return f"run {exc} is not waiting for the operator (see `contreact operator`)", 2
+        return f"run {run} is not waiting for the operator (see `contreact operator`)", 2
     return None
 
 
@@ -188,7 +191,7 @@ def guarded(action: Callable[[], object]) -> None:
         fault = _storage_fault(exc)
         if fault is not None:
             fail(str(fault), 1)
-        fail(f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1)
+        fail(f"unexpected error: {detail(exc)} (rerun with --debug for the traceback)", 1)
 
 
 def _storage_fault(exc: Exception) -> StorageFault | None:
@@ -240,8 +243,12 @@ def sqlite_folder(config_dir: str | None = None, config_url: str | None = None) 
 def finish(outcome: RunOutcome) -> NoReturn:
     """Exit with the run's outcome code (a failure's one line goes to stderr)."""
     if outcome.status == "failed":
-        line = f"contreact: run {outcome.run_id} failed: {outcome.reason}"
-        err.print(visible(line), markup=False)
+        run = cut(outcome.run_id)
+        line = (
+            f"contreact: run {run} failed: {outcome.reason}; once that is fixed, "
+            f"`contreact resume {run}` continues it"
+        )
+        err.print(visible(cut(line, LINE_LIMIT)), markup=False)
     raise typer.Exit(outcome.exit_code)
 
 
@@ -280,6 +287,12 @@ def main_options(
     """Continuous ReAct agents on local Ollama models."""
     OPTIONS.data_dir, OPTIONS.db_url, OPTIONS.debug = data_dir, db_url, debug
     OPTIONS.storage = None  # a command's own --storage sets it (after this callback)
+    if "@" in os.environ.get("OLLAMA_HOST", ""):
+        # Credentials in OLLAMA_HOST reach every command's requests to that host (a run's
+        # recorded host, `pei`, `report`), though they are never recorded with a run.
+        from contreact.config import default_ollama_host
+
+        default_ollama_host()
     die_with_parent()
     logging.basicConfig(level=logging.WARNING if debug else logging.ERROR, format="%(message)s")
 

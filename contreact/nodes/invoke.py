@@ -36,6 +36,7 @@ from contreact.nodes.ollama_client import (
     is_empty_stream,
     is_server_tool_parse_error,
     with_retries,
+    within_deadline,
 )
 from contreact.nodes.step import engine_of, ledger_of, node
 from contreact.nodes.storable import storable
@@ -136,7 +137,12 @@ def call_model(
         started = time.monotonic()
         try:
             with dropped_on_this_call() as dropped:
-                reply = runnable.invoke(prompt, options=ctx.sent_options)
+                reply = within_deadline(
+                    lambda: runnable.invoke(prompt, options=ctx.sent_options),
+                    ctx.ollama.timeout_s,
+                    model=ctx.model,
+                    host=ctx.host,
+                )
         except Exception as exc:
             if may_switch and with_tools and is_no_tools_error(exc):
                 return {"no_tools": str(getattr(exc, "error", exc))}
@@ -175,7 +181,15 @@ def call_model(
     policy = RetryPolicy(retries=ctx.ollama.retries, budget_s=ctx.ollama.retry_budget_s)
 
     def on_retry(attempt: int, error: ModelCallError, wait: float) -> None:
-        log.warning("%s; retry %d/%d in %.1f s", error.message, attempt, ctx.ollama.retries, wait)
+        # Shown under --debug only, with the client's exception class for a bug report.
+        log.warning(
+            "%s [%s]; retry %d/%d in %.1f s",
+            error.message,
+            error.cause,
+            attempt,
+            ctx.ollama.retries,
+            wait,
+        )
 
     result, failures = with_retries(
         once,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,9 @@ import httpx
 import ollama
 from langchain_ollama import ChatOllama
 
+from contreact.errors import detail
+from contreact.host_credentials import ollama_auth
+from contreact.nodes import call_deadline
 from contreact.server_numbers import checked_stream
 
 T = TypeVar("T")
@@ -50,6 +54,8 @@ class ModelCallError(Exception):
     kind: ErrorKind
     message: str
     attempts: int = 1
+    cause: str = ""
+    """The client's exception class: for `--debug`, never part of the message."""
 
     def __str__(self) -> str:
         return self.message
@@ -65,9 +71,7 @@ def classify(exc: BaseException, *, model: str, host: str, timeout_s: float) -> 
     if isinstance(exc, ModelCallError):
         return exc
     if isinstance(exc, httpx.TimeoutException):
-        return ModelCallError(
-            "timeout", f"Ollama at {host} did not answer within {timeout_s:g} s (model {model})"
-        )
+        return timed_out(model=model, host=host, timeout_s=timeout_s)
     if isinstance(exc, httpx.ConnectError | ConnectionError):
         return ModelCallError(
             "connection",
@@ -93,7 +97,9 @@ def classify(exc: BaseException, *, model: str, host: str, timeout_s: float) -> 
             return ModelCallError("rate_limited", f"Ollama at {host} is rate limiting: {text}")
         if status in (401, 403):
             return ModelCallError(
-                "auth", f"Ollama at {host} refused access (HTTP {status}): {text}"
+                "auth",
+                f"Ollama at {host} refused access (HTTP {status}): {text}; a proxy that asks "
+                "for a password takes it in the host URL (http://user:password@host:port)",
             )
         if status == -1 or status >= 500:
             where = "mid-stream error" if status == -1 else f"HTTP {status}"
@@ -108,17 +114,73 @@ def classify(exc: BaseException, *, model: str, host: str, timeout_s: float) -> 
         return ModelCallError(
             "malformed",
             f"Ollama at {host} sent an answer for model {model!r} that cannot be read "
-            f"({type(exc).__name__}: {_first_line(exc)})",
+            f"({_what_is_unreadable(exc)}); if it persists, check the server and any proxy "
+            "in front of it",
         )
     return ModelCallError(
         "unknown",
-        f"model call to {model!r} at {host} failed: {type(exc).__name__}: {_first_line(exc)}",
+        f"model call to {model!r} at {host} failed unexpectedly: {detail(exc)} "
+        "(rerun with --debug for the traceback)",
     )
+
+
+_UNION_TAG = re.compile(r"^(str|int|float|bool|list|dict|none|[a-z-]+\[.*\])$")
+
+
+def _what_is_unreadable(exc: BaseException) -> str:
+    """What was wrong with an answer the client could not read, in a reader's words."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"a line that is not JSON: {exc.msg} at character {exc.pos}"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply to read"
+    if isinstance(exc, UnicodeError):
+        return "text that is not valid Unicode"
+    errors = getattr(exc, "errors", None)
+    if callable(errors):  # pydantic's ValidationError: the first field that does not fit
+        try:
+            first = errors()[0]
+            # The location without pydantic's union tags (`content.str`: the str branch).
+            parts = [str(p) for p in first["loc"] if not _UNION_TAG.match(str(p))]
+            where = ".".join(parts) or "the answer"
+            return f"{where} does not fit Ollama's format: {first['msg']}"
+        except (TypeError, LookupError, ValueError):
+            pass
+    return f"not in Ollama's format: {detail(exc)}"
 
 
 _ANSWER_READERS = ("/ollama/_", "/langchain_ollama/", "/pydantic/", "/langchain_core/messages/")
 """Where the server's answer is decoded and validated: the ollama client, ChatOllama
 and the message classes they build."""
+
+
+def within_deadline(call: Callable[[], T], seconds: float, *, model: str, host: str) -> T:
+    """Run one model call with `seconds` for all of it; past that, a (transient) timeout.
+
+    The deadline shuts the call's connection down, so the client raises whatever a
+    broken stream makes it raise; that is reported as what it is, the deadline.
+    """
+    with call_deadline.call_deadline(seconds) as deadline:
+        try:
+            return call()
+        except Exception as exc:
+            if deadline.expired:
+                error = timed_out(model=model, host=host, timeout_s=seconds)
+                error.cause = _class_of(exc)
+                raise error from exc
+            raise
+
+
+def timed_out(*, model: str, host: str, timeout_s: float) -> ModelCallError:
+    """The one timeout, whichever limit tripped: the deadline or a single read."""
+    return ModelCallError(
+        "timeout",
+        f"Ollama at {host} did not finish answering within {timeout_s:g} s (model {model}); "
+        "raise ollama.timeout_s for a slow model or link",
+    )
+
+
+def _class_of(exc: BaseException) -> str:
+    return f"{type(exc).__module__}.{type(exc).__qualname__}"
 
 
 def _unreadable_answer(exc: BaseException) -> bool:
@@ -191,6 +253,7 @@ def with_retries(
             return call(), failures
         except Exception as exc:  # noqa: BLE001 - classified below, re-raised as ModelCallError
             error = classify_error(exc)
+            error.cause = error.cause or _class_of(exc)
             attempt += 1
             error.attempts = attempt
             failures.append({"attempt": attempt, "kind": error.kind, "error": error.message})
@@ -202,6 +265,16 @@ def with_retries(
             if on_retry:
                 on_retry(attempt, error, wait)
             policy.sleep(wait)
+
+
+_JSON_KINDS = {
+    type(None): "null",
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+}
 
 
 def read_error_body(response: httpx.Response) -> None:
@@ -221,7 +294,8 @@ def read_error_body(response: httpx.Response) -> None:
         return  # plain text or HTML: the client keeps it as the error text
     if not isinstance(body, dict):
         raise ollama.ResponseError(
-            f"HTTP {response.status_code} with a {type(body).__name__} body: {text[:200]}",
+            f"HTTP {response.status_code} with a JSON {_JSON_KINDS.get(type(body), 'value')} "
+            f"where an error object belongs: {text[:200]}",
             response.status_code,
         )
 
@@ -243,11 +317,21 @@ def chat_client(
             reasoning=reasoning,
             # httpx loads the CA bundle for every client unless told not to verify; a
             # plain-http local server has no certificate to verify (0.1-0.2 s per start).
-            client_kwargs={"timeout": timeout_s, "verify": not host.startswith("http://")},
+            client_kwargs={
+                "timeout": timeout_s,
+                "verify": not host.startswith("http://"),
+                "auth": ollama_auth(),
+            },
             # Nodes call the model synchronously (also under Studio's server, in a worker
-            # thread); an async client would need an async hook. Server numbers are
-            # checked before the client validates the answer (`contreact.server_numbers`).
-            sync_client_kwargs={"event_hooks": {"response": [read_error_body, checked_stream]}},
+            # thread); an async client would need an async hook. The hooks hold the call to
+            # its deadline (`call_deadline`), whatever the stream does, and check the server's
+            # numbers before the client validates the answer (`contreact.server_numbers`).
+            sync_client_kwargs={
+                "event_hooks": {
+                    "request": [call_deadline.on_request],
+                    "response": [call_deadline.on_response, read_error_body, checked_stream],
+                }
+            },
         )
         _clients[key] = client
     return client

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from contreact.graph.state import Context
+from contreact.host_credentials import ollama_auth
 from contreact.nodes.prompts import SYSTEM_PROMPT, TASKED_SYSTEM_PROMPT
 from contreact.tools.registry import TOOL_SCHEMAS
 
@@ -101,7 +102,9 @@ def ask_server(host: str, model: str, timeout_s: float) -> dict[str, Any]:
     problems: list[str] = []
     base = host.rstrip("/")
     # A plain-http server has no certificate: not loading the CA bundle saves ~25 ms.
-    with httpx.Client(timeout=timeout_s, verify=not base.startswith("http://")) as client:
+    with httpx.Client(
+        timeout=timeout_s, verify=not base.startswith("http://"), auth=ollama_auth()
+    ) as client:
         try:
             version = client.get(f"{base}/api/version").json()
         except (httpx.HTTPError, ValueError) as exc:

@@ -36,6 +36,8 @@ from typing import Any, Literal
 import numpy as np
 
 from contreact.config import SimilaritySettings
+from contreact.errors import detail
+from contreact.host_credentials import ollama_auth
 
 Level = Literal["none", "moderate", "high"]
 
@@ -283,7 +285,7 @@ def embed(texts: Sequence[str], *, model: str, host: str, timeout_s: float) -> l
         from langchain_ollama import OllamaEmbeddings
 
         embedder = OllamaEmbeddings(
-            model=model, base_url=host, client_kwargs={"timeout": timeout_s}
+            model=model, base_url=host, client_kwargs={"timeout": timeout_s, "auth": ollama_auth()}
         )
         vectors = embedder.embed_documents([k[2] for k in missing])
         if len(vectors) != len(missing):
@@ -317,8 +319,7 @@ def embedding_scores(
 
 def embedding_failure(model: str, exc: Exception) -> str:
     """Why the embedding model could not be used (one line), for the report's note."""
-    detail = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
-    return f"embedding model {model!r} unavailable ({detail})"
+    return f"embedding model {model!r} unavailable ({detail(exc)}); similarity is lexical"
 
 
 EMBED_TIMEOUT_S = 30.0

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import httpx
 
 from contreact.graph.state import Context
+from contreact.host_credentials import ollama_auth
 
 Mode = Literal["native", "text"]
 
@@ -29,6 +30,7 @@ def model_capabilities(host: str, model: str, timeout_s: float) -> list[str] | N
             json={"model": model},
             timeout=min(timeout_s, 30.0),
             verify=not host.startswith("http://"),
+            auth=ollama_auth(),
         )
         if reply.status_code != 200:
             return None

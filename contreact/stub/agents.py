@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from contreact.stub.embedding import stable_int
 from contreact.stub.ollama_api import ChatRequest, Reply, message_text
+from contreact.text.messages import cut
 from contreact.text.tool_text import tool_call_text
 
 __all__ = ["Agent", "LooperAgent", "ScriptedAgent", "SimulatedAgent"]
@@ -54,7 +55,7 @@ _ENTRY_KEYS = frozenset({"content", "tool_calls", "thinking", "done_reason"})
 def _normalize_tool_call(raw: Any, where: str) -> dict[str, Any]:
     """Accept ``{name, arguments}`` or Ollama's ``{function: {name, arguments}}``."""
     if not isinstance(raw, Mapping):
-        raise ValueError(f"{where}: a tool call must be a mapping, got {type(raw).__name__}")
+        raise ValueError(f"{where}: a tool call must be a mapping, got {cut(repr(raw))}")
     inner = raw.get("function", raw)
     if not isinstance(inner, Mapping) or not isinstance(inner.get("name"), str):
         raise ValueError(f"{where}: a tool call needs a string 'name'")

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from contreact.stub.ollama_api import canonical_model_name
+from contreact.text.messages import cut
 
 __all__ = [
     "DEFAULT_FAULT_PATH",
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 FAULT_KINDS = frozenset(
-    {"http", "delay", "drop", "drop_midstream", "error_line", "tool_parse_error"}
+    {"http", "delay", "drip", "drop", "drop_midstream", "error_line", "tool_parse_error"}
 )
 DEFAULT_FAULT_PATH = "/api/chat"
 FAULTABLE_PATHS = frozenset({"/api/chat", "/api/embed"})
@@ -53,7 +54,9 @@ _DEFAULT_HTTP_ERRORS = {
     503: "server busy, please try again.  maximum pending requests exceeded",
 }
 
-_FAULT_KEYS = frozenset({"kind", "status", "error", "body", "seconds", "path", "model", "times"})
+_FAULT_KEYS = frozenset(
+    {"kind", "status", "error", "body", "seconds", "chunks", "path", "model", "times"}
+)
 
 
 @dataclass(frozen=True)
@@ -61,13 +64,15 @@ class Fault:
     """One queued failure.
 
     Attributes:
-        kind: ``http`` | ``delay`` | ``drop`` | ``drop_midstream`` | ``error_line`` |
-            ``tool_parse_error``.
+        kind: ``http`` | ``delay`` | ``drip`` | ``drop`` | ``drop_midstream`` |
+            ``error_line`` | ``tool_parse_error``.
         status: HTTP status for ``http`` (and 500 for ``tool_parse_error``).
         error: Error text for ``http`` and ``error_line``.
         body: For ``http``: the raw response body instead of ``{"error": error}`` (a JSON
             list, an HTML page, nothing): servers and proxies answer errors in any shape.
-        seconds: Sleep before answering, for ``delay``.
+        seconds: Sleep before answering, for ``delay``; between chunks, for ``drip``.
+        chunks: For ``drip``: how many one-dot chunks trickle out, ``seconds`` apart,
+            before the answer (a slow link, or a model stuck repeating itself).
         path: Request path it applies to (default ``/api/chat``; ``"*"`` = any).
         model: Only requests for this model (tag-insensitive), or any when ``None``.
     """
@@ -77,6 +82,7 @@ class Fault:
     error: str = ""
     body: str | None = None
     seconds: float = 0.0
+    chunks: int = 0
     path: str = DEFAULT_FAULT_PATH
     model: str | None = None
 
@@ -108,8 +114,11 @@ class Fault:
         path = str(data.get("path") or DEFAULT_FAULT_PATH)
         if path != "*" and path not in FAULTABLE_PATHS:
             raise ValueError(f"fault: path must be one of {sorted(FAULTABLE_PATHS)} or '*'")
-        if kind == "delay" and "seconds" not in data:
-            raise ValueError("fault: a delay needs 'seconds'")
+        if kind in ("delay", "drip") and "seconds" not in data:
+            raise ValueError(f"fault: a {kind} needs 'seconds'")
+        chunks = data.get("chunks", 25 if kind == "drip" else 0)
+        if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks < 0:
+            raise ValueError("fault: chunks must be a non-negative integer")
         error = data.get("error")
         if error is None:
             if kind == "tool_parse_error":
@@ -125,6 +134,7 @@ class Fault:
             error=str(error),
             body=None if data.get("body") is None else str(data["body"]),
             seconds=float(seconds),
+            chunks=chunks,
             path=path,
             model=str(model) if model else None,
         )
@@ -168,7 +178,7 @@ def parse_faults(items: Iterable[Fault | Mapping[str, Any]]) -> list[Fault]:
             out.append(item)
             continue
         if not isinstance(item, Mapping):
-            raise ValueError(f"fault: expected a mapping, got {type(item).__name__}")
+            raise ValueError(f"fault: expected a mapping, got {cut(repr(item))}")
         times = item.get("times", 1)
         if not isinstance(times, int) or times < 1:
             raise ValueError("fault: times must be a positive integer")

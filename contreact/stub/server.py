@@ -16,6 +16,7 @@ Standard library only (``http.server``), so starting one costs milliseconds.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import logging
@@ -44,6 +45,7 @@ from contreact.stub.ollama_api import (
     canonical_model_name,
     chat_lines,
     embed_body,
+    now_iso,
     show_body,
     stub_card,
     tags_body,
@@ -82,6 +84,7 @@ class StubServer:
         latency_ms: float = 0,
         record: str | Path | None = None,
         faults: Iterable[Fault | Mapping[str, Any]] = (),
+        basic_auth: tuple[str, str] | None = None,
     ) -> None:
         """Configure the server; nothing listens until :meth:`start`.
 
@@ -94,10 +97,17 @@ class StubServer:
             latency_ms: Delay added to every ``/api/chat`` request, for benchmarks.
             record: If given, append every recorded request to this file as a JSON line.
             faults: Faults to queue from the start.
+            basic_auth: ``(user, password)``: answer HTTP 401 to any Ollama API request
+                without them, as an authenticating proxy in front of Ollama does.
         """
         self.agent: Agent = agent if agent is not None else SimulatedAgent()
         self.host = host
         self.latency_ms = float(latency_ms)
+        self._authorization = (
+            None
+            if basic_auth is None
+            else "Basic " + base64.b64encode(":".join(basic_auth).encode()).decode()
+        )
         self.record_path = Path(record) if record is not None else None
         self._requested_port = port
         self._lock = threading.Lock()
@@ -350,11 +360,18 @@ class StubServer:
         """Answer one request whose body has been read (called by the handler)."""
         parts = urlsplit(h.path)
         path = parts.path.rstrip("/") or "/"
-        if path == "/" and method in ("GET", "HEAD"):
-            h.send_bytes(200, b"Ollama is running", "text/plain; charset=utf-8")
-            return
         if path.startswith("/_stub/"):
             handle_control(self, h, method, path, parse_qs(parts.query), raw)
+            return
+        if (
+            self._authorization is not None
+            and h.headers.get("Authorization") != self._authorization
+        ):
+            self._record(path, None, None, 401)
+            h.send_json(401, {"error": "unauthorized"})
+            return
+        if path == "/" and method in ("GET", "HEAD"):
+            h.send_bytes(200, b"Ollama is running", "text/plain; charset=utf-8")
             return
         routes = {
             ("POST", "/api/chat"): self._chat,
@@ -397,7 +414,7 @@ class StubServer:
         reply: Reply | None = None
         req: ChatRequest | None = None
         status = 200
-        if fault is None or fault.kind in ("delay", "drop_midstream", "error_line"):
+        if fault is None or fault.kind in ("delay", "drip", "drop_midstream", "error_line"):
             model, status, error = self._lookup(body.get("model"))
             if model is not None and not {"completion", "tools"} & set(model.capabilities):
                 status, error = 400, f'"{body["model"]}" does not support chat'
@@ -420,7 +437,8 @@ class StubServer:
         if fault is not None and fault.kind == "drop":
             h.close_connection = True
             return
-        self._sleep(self.latency_ms / 1000 + (fault.seconds if fault else 0.0))
+        dripping = fault is not None and fault.kind == "drip"
+        self._sleep(self.latency_ms / 1000 + (fault.seconds if fault and not dripping else 0.0))
         if fault is not None and fault.kind in ("http", "tool_parse_error"):
             if fault.body is not None:
                 h.send_bytes(fault.status, fault.body.encode(), "application/json")
@@ -431,10 +449,20 @@ class StubServer:
             h.send_json(status, {"error": error})
             return
         lines = chat_lines(req, reply, started, reply.usage)
+        if fault is not None and fault.kind == "drip" and not stream:
+            self._sleep(fault.seconds * fault.chunks)
         if not stream:
             self._send_whole(h, req, reply, lines[-1], fault)
             return
         h.start_stream()
+        if fault is not None and fault.kind == "drip":
+            for _ in range(fault.chunks):
+                dot = {"role": "assistant", "content": "."}
+                h.write_line(
+                    {"model": req.model, "created_at": now_iso(), "message": dot, "done": False}
+                )
+                h.wfile.flush()
+                self._sleep(fault.seconds)
         if fault is not None and fault.kind in ("drop_midstream", "error_line"):
             h.write_line(lines[0])
             if fault.kind == "drop_midstream":
@@ -451,7 +479,7 @@ class StubServer:
     @staticmethod
     def _planned_status(fault: Fault | None, status: int, stream: bool) -> int:
         """The status the response will carry (0 when the connection is just dropped)."""
-        if fault is None or fault.kind in ("delay", "drop_midstream"):
+        if fault is None or fault.kind in ("delay", "drip", "drop_midstream"):
             return status
         if fault.kind == "drop":
             return 0

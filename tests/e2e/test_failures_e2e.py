@@ -111,7 +111,10 @@ def test_hanging_model_times_out_and_fails_with_one_line(
         )
         result = cli_in_process(sqlite_backend, "run", str(config))
         assert result.returncode == 1
-        assert result.stderr.count("\n") == 1 and "did not answer within 1 s" in result.stderr
+        assert (
+            result.stderr.count("\n") == 1
+            and "did not finish answering within 1 s" in result.stderr
+        )
         errors = [
             e["payload"] for e in read_log(sqlite_backend, "hang") if e["event_type"] == "ERROR"
         ]

@@ -31,8 +31,8 @@ def test_the_suite_has_the_cases_the_issue_lists() -> None:
     assert len(CASES) >= 40
     for shape in (
         "500 object", "500 list", "html", "empty", "content-type", "cut mid-chunk",
-        "non-JSON chunk", "never sends done", "slow drip", "503", "429", "401-digit",
-        "NaN", "lone surrogate", "NUL", "10,000-deep", "4 MB", "3,000 tool calls",
+        "non-JSON chunk", "never sends done", "slow drip", "past the deadline", "503", "429",
+        "401-digit", "NaN", "lone surrogate", "NUL", "10,000-deep", "4 MB", "3,000 tool calls",
         "escape sequences",
     ):  # fmt: skip
         assert shape in names, shape

@@ -139,16 +139,19 @@ def _stream(
         h.send_header("Content-Type", content_type)
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
-        for part in parts(model):
-            h.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
-            h.wfile.flush()
-            if drip_s:
-                time.sleep(drip_s)
-        if hang_s:
-            time.sleep(hang_s)
-        if finish:
-            h.wfile.write(b"0\r\n\r\n")
         h.close_connection = True
+        try:
+            for part in parts(model):
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                h.wfile.flush()
+                if drip_s:
+                    time.sleep(drip_s)
+            if hang_s:
+                time.sleep(hang_s)
+            if finish:
+                h.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # the client gave up on the answer (a deadline): nothing more to send
 
     return write
 
@@ -306,6 +309,12 @@ CASES: tuple[Case, ...] = (
             lambda m: [*(_chunk(m, _text(json.dumps(c))) for c in "Reflection: drip"), _done(m)],
             drip_s=0.1,
         ),
+    ),
+    Case(
+        "slow drip past the deadline",
+        "transient",
+        "issue 31: a model stuck repeating itself behind a slow link",
+        _stream(lambda m: [*(_chunk(m, _text('"."')) for _ in range(8)), _done(m)], drip_s=1.0),
     ),
     Case(
         "garbage token counts",
