@@ -264,7 +264,7 @@ def _call_and_log(
     with_tools = mode == "native" and tools_offered(state.stats, ctx)
     switched = None
     try:
-        record = _call_model(ctx, prompt, with_tools, may_switch=ctx.tools == "auto")
+        record = _call_model(ctx, prompt, with_tools, may_switch=ctx.tools.mode == "auto")
         if "no_tools" in record:
             # The model cannot take native tools: from now on this run uses text tools.
             switched, mode, with_tools = record["no_tools"], "text", False
