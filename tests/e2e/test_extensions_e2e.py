@@ -20,7 +20,7 @@ import pytest
 from support.backends import Backend
 from support.cli import cli
 from support.paths import ROOT
-from support.runs import read_log, write_config
+from support.runs import outcome, read_log, write_config
 from support.stub import scripted_stub
 
 
@@ -123,3 +123,72 @@ def test_installed_tools_and_hook_run_once_per_recorded_call_across_kill_and_res
     [veto] = [e["payload"] for e in log if e["event_type"] == "HOOK"]
     assert veto["action"] == "veto" and veto["hook"] == "contreact_extras:guard"
     assert veto["tool_name"] == "delete" and veto["parameters"] == {"key": "plan"}
+
+
+FLAKY_HOOK = """
+import os
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+class Guard:
+    def before_tool_call(self, call):
+        with open(HERE / "calls.txt", "a") as fh:
+            fh.write(call["key"] + "\\n")
+        if call["cycle"] == 2 and (HERE / "broken").exists():
+            raise RuntimeError("guard misconfigured")
+        return None
+
+    def on_cycle_end(self, info):
+        with open(HERE / "cycles.txt", "a") as fh:
+            fh.write(f"{info['cycle']}\\n")
+
+
+guard = Guard()
+"""
+
+
+def test_a_hook_that_raises_fails_the_run_in_one_line_and_resume_completes_after_the_fix(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "flaky_hook.py").write_text(FLAKY_HOOK)
+    env = {"PYTHONPATH": str(hooks)}
+    script = {c: [call("write", key=f"k{c}", value="v"), f"Reflection {c}."] for c in (1, 2, 3)}
+    with scripted_stub(script) as server:
+        common: dict[str, Any] = {
+            "cycles": 3,
+            "ollama": {"host": server.url},
+            "hooks": ["flaky_hook:guard"],
+            "tools": {"entry_points": False},
+        }
+        reference = write_config(tmp_path / "ref.yaml", sqlite_backend, run_id="ref", **common)
+        assert cli(sqlite_backend, "run", str(reference), env=env).returncode == 0
+        reference_calls = (hooks / "calls.txt").read_text().splitlines()
+        (hooks / "calls.txt").unlink()
+        (hooks / "cycles.txt").unlink()
+
+        (hooks / "broken").touch()
+        config = write_config(tmp_path / "c.yaml", sqlite_backend, run_id="hooked", **common)
+        failed = cli(sqlite_backend, "run", str(config), env=env)
+        assert failed.returncode == 1
+        assert failed.stderr.splitlines() == [
+            "contreact: run hooked failed: hook flaky_hook:guard before_tool_call raised "
+            "RuntimeError: guard misconfigured (cycle 2); fix it, then resume the run"
+        ]
+        status = cli(sqlite_backend, "status", "hooked", "--json", env=env)
+        assert '"status": "failed"' in status.stdout
+
+        (hooks / "broken").unlink()  # the fix
+        resumed = cli(sqlite_backend, "resume", "hooked", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    # Same reflections, memory and events as the run whose hook never raised: none twice.
+    assert outcome(sqlite_backend, "hooked") == outcome(sqlite_backend, "ref")
+    # The hook ran once per call, and again only for the call whose step it failed.
+    calls = (hooks / "calls.txt").read_text().splitlines()
+    assert sorted(calls) == sorted(
+        [c.replace("ref:", "hooked:") for c in reference_calls] + ["hooked:c2:s0:t0"]
+    )
+    assert (hooks / "cycles.txt").read_text().split() == ["1", "2", "3"]
