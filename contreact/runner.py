@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -122,7 +122,7 @@ def config_of(record: RunRecord, overrides: dict[str, Any] | None = None) -> Con
     return parse_config(apply_overrides(stored, overrides or {}), f"run {record.run_id}")
 
 
-Handed = dict[str, Sequence[Any]]
+Handed = Mapping[str, Sequence[Any]]
 """Tools and hooks handed over from Python: `{"tools": [...], "hooks": [...]}`."""
 
 
