@@ -32,6 +32,7 @@ def send_mail(to: str, key: Annotated[str, InjectedToolArg] = "") -> dict[str, A
 
     Args:
         to: The address.
+        key: Injected (langchain-core's `InjectedToolArg`), never shown to the model.
     """
     return {"sent_to": to, "key": key}
 
