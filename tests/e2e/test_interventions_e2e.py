@@ -61,6 +61,9 @@ def test_three_kinds_once_each_through_kills_and_in_a_fork_after_cycle_5(
         forked = cli_in_process(backend, "fork", "ref", "--cycle", "5", "--as", "branch")
         assert forked.returncode == 0, forked.stderr
         requests = [r["body"] for r in server.requests()]
+        # A fork after the wipe starts from the wiped memory, not from every write before it.
+        late = cli_in_process(backend, "fork", "ref", "--cycle", "7", "--as", "late")
+        assert late.returncode == 0, late.stderr
 
     expected = outcome(backend, "ref")
     assert outcome(backend, "crash") == expected, "the crashed run differs from the reference"
@@ -90,6 +93,7 @@ def test_three_kinds_once_each_through_kills_and_in_a_fork_after_cycle_5(
     _, memory, _ = expected
     assert sorted(memory) == ["k7", "k8"]  # wiped as cycle 7 opened
 
+    assert outcome(backend, "late")[1] == memory
     # The fork inherits cycles 1-5 as they were (those interventions are not applied again:
     # their events are the parent's, timestamps and all) and applies those after cycle 5.
     branch = interventions(backend, "branch")
