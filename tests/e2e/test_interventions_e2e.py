@@ -64,6 +64,10 @@ def test_three_kinds_once_each_through_kills_and_in_a_fork_after_cycle_5(
         # A fork after the wipe starts from the wiped memory, not from every write before it.
         late = cli_in_process(backend, "fork", "ref", "--cycle", "7", "--as", "late")
         assert late.returncode == 0, late.stderr
+        plain = cli_in_process(
+            backend, "fork", "ref", "--cycle", "5", "--as", "plain", "--no-interventions"
+        )
+        assert plain.returncode == 0, plain.stderr
 
     expected = outcome(backend, "ref")
     assert outcome(backend, "crash") == expected, "the crashed run differs from the reference"
@@ -104,3 +108,5 @@ def test_three_kinds_once_each_through_kills_and_in_a_fork_after_cycle_5(
         (e["cycle_number"], e["payload"]) for e in applied if e["cycle_number"] > 5
     ]
     assert all(e["timestamp"] not in {a["timestamp"] for a in applied} for e in after)
+    # Told otherwise, a fork applies none: only the inherited events of cycles 1-5 are there.
+    assert [e["cycle_number"] for e in interventions(backend, "plain")] == [3, 4, 5]
