@@ -7,7 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import contreact
+from contreact.runner import resume_run
+from contreact.tools.custom import ExtensionError
 from support.backends import Backend
 from support.runs import read_log
 from support.stub import scripted_stub
@@ -54,6 +58,9 @@ def test_a_notebook_hands_over_a_tool_and_a_hook(tmp_path: Path, sqlite_backend:
         sent = server.requests()[0]["body"]
         again = contreact.run(config, tools=[flip], hooks=[Rewriter()])
     assert done.status == "completed" and again.status == "completed"
+    # Continued without the tool it was started with, the run refuses in one line.
+    with pytest.raises(ExtensionError, match="started with the tools coin, which it lacks now"):
+        resume_run("nb", sqlite_backend.storage(), extra_cycles=1)
     assert keys == ["nb:c1:s0:t0"]  # the completed run was not driven again
     offered = [t["function"]["name"] for t in sent["tools"]]
     assert offered == [
