@@ -31,6 +31,9 @@ KILLS = [
     ("resume", "after-commit:c5:intervention:1"),  # the operator message recorded, cycle unopened
     ("resume", "before-commit:c7:intervention:2"),  # inside the memory wipe's transaction
     ("resume", "after-commit:c7:intervention:2"),  # the wipe committed, its checkpoint not written
+    # A write after the wipe recorded, the cycle replayed from its start: a wipe applied
+    # again would delete it.
+    ("resume", "after-commit:c7:s0:t0"),
 ]
 
 
