@@ -37,6 +37,7 @@ def dice(sides: int = 6, idempotency_key: str = "") -> str:
 
     Args:
         sides: How many sides the die has.
+        idempotency_key: The call's key, from contreact (never shown to the model).
     """
     _count("dice", idempotency_key)
     # The roll is drawn from the call's key: a call run again after a crash rolls the same.
