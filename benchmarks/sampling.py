@@ -44,7 +44,7 @@ RULES: list[tuple[str, str, str | None]] = [
     ("run registry / engine", "/checkpoints/transactions.py", None),
     ("run registry / engine", "/checkpoints/statements.py", None),
     ("bind_tools on every call", "langchain_ollama/chat_models.py", "bind_tools"),
-    ("model call (ChatOllama + HTTP + stub)", "/nodes/invoke.py", "_call_model"),
+    ("model call (ChatOllama + HTTP + stub)", "/nodes/invoke.py", "call_model"),
     ("model call (ChatOllama + HTTP + stub)", "langchain_ollama/", None),
     ("node logic (nodes/*)", "/nodes/", None),
     ("LangGraph/LangChain machinery", "langgraph/", None),

@@ -34,9 +34,9 @@ TARGETS: list[tuple[str, str, str, str]] = [
     ("journal transaction (Ledger.commit)", "contreact.checkpoints.journal", "Ledger.commit", ""),
     # The model call runs inside the journal transaction (it is the transaction's `act`).
     (
-        "model call (nodes.invoke._call_model)",
+        "model call (nodes.invoke.call_model)",
         "contreact.nodes.invoke",
-        "_call_model",
+        "call_model",
         "journal transaction (Ledger.commit)",
     ),
     (

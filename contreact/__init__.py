@@ -2,8 +2,8 @@
 
 This package is the application face (CLI, runner, config, progress) and its services
 (the bundled Ollama stub, analysis). Importing it must stay cheap: the stub server and
-the CLI import their heavy dependencies themselves, and `load` (runs as pandas DataFrames,
-`contreact.analysis.study`) is imported on first use.
+the CLI import their heavy dependencies themselves; `contreact.run` (the engine) and
+`load` (runs as pandas DataFrames, `contreact.analysis.study`) are imported on first use.
 """
 
 from __future__ import annotations
@@ -15,15 +15,23 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-__all__ = ["Study", "__version__", "load"]
+__all__ = ["Study", "__version__", "load", "run", "tool"]
 
-_LAZY = {"Study", "load"}
+_STUDY = {"Study", "load"}
 
 
 def __getattr__(name: str) -> Any:
-    """`contreact.load` and `contreact.Study`, imported when first asked for."""
-    if name in _LAZY:
+    """Imported when first asked for: `import contreact` must not load LangGraph or pandas."""
+    if name in _STUDY:
         from contreact.analysis import study
 
         return getattr(study, name)
+    if name == "run":
+        from contreact.api import run
+
+        return run
+    if name == "tool":
+        from contreact.tools.marks import tool
+
+        return tool
     raise AttributeError(f"module 'contreact' has no attribute {name!r}")

@@ -64,7 +64,7 @@ def run_checks(settings: Settings, storage: Storage, timeout: float = 5.0) -> It
     Ollama's client reads it (`127.0.0.1` means port 11434), and the tools check says
     which mode the run will get under its configured `tools`.
     """
-    host, model, tools = settings.host, settings.model, settings.tools
+    host, model, tools = settings.host, settings.model, settings.tools.mode
     embedding_model = settings.similarity.embedding_model
     embedding_found = False
     with httpx.Client(timeout=timeout, auth=ollama_auth()) as client:
@@ -127,7 +127,7 @@ def batch_checks(
     answer and serve every model. Each (host, model) pair is asked once.
     """
     every_host = list(dict.fromkeys([*(resolve_host(h) for h in hosts), *(r.host for r in runs)]))
-    models = {r.model: r.tools for r in runs}
+    models = {r.model: r.tools.mode for r in runs}
     with httpx.Client(timeout=timeout, auth=ollama_auth()) as client:
         for host in every_host:
             version = _version(client, host)

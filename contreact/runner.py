@@ -13,11 +13,13 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
+from sqlalchemy import Engine
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import cycle_records
@@ -29,6 +31,7 @@ from contreact.checkpoints.events import (
     Provenance,
     RunFork,
     count_events,
+    payload_of,
 )
 from contreact.checkpoints.fork import fork_run_history
 from contreact.checkpoints.journal import BadRecordError, Ledger, skip_bad_records
@@ -61,11 +64,13 @@ from contreact.errors import (
 )
 from contreact.graph.state import AgentState, Context, fresh_cycle
 from contreact.graph.wiring import builder, recursion_limit
+from contreact.nodes.hooks import HookError, extensions_of
 from contreact.nodes.ollama_client import ModelCallError
 from contreact.nodes.provenance import gather
 from contreact.nodes.step import node_started
 from contreact.operator_policy import AskOperator
 from contreact.operator_policy import answer as answer_by_policy
+from contreact.tools.custom import ExtensionError
 from contreact.tools.operator import OPERATOR_INTERRUPT
 
 log = logging.getLogger("contreact")
@@ -143,19 +148,33 @@ def config_of(record: RunRecord, overrides: dict[str, Any] | None = None) -> Con
     return parse_config(apply_overrides(stored, overrides or {}), f"run {record.run_id}")
 
 
+Handed = Mapping[str, Sequence[Any]]
+"""Tools and hooks handed over from Python: `{"tools": [...], "hooks": [...]}`."""
+
+
 def start_run(
     config: Config,
     storage: Storage,
     *,
     progress: Progress | None = None,
     ask_operator: AskOperator | None = None,
+    handed: Handed | None = None,
 ) -> RunOutcome:
     """Register a new run and drive it to completion, a pause or a failure.
 
+    Args:
+        config: The run's config.
+        storage: Where it lives.
+        progress: Where to report progress.
+        ask_operator: How the terminal policy asks a person.
+        handed: Tools and hooks as Python objects (`contreact.run`), beside the config's.
+
     Raises:
         RunExistsError: the run id is taken (the caller suggests `resume`).
+        ExtensionError: a tool or hook cannot be loaded (nothing is registered).
     """
     config = config.pinned()
+    extensions_of(_context(config, storage, handed))
     record = create_run(
         engine_for(storage),
         config.run_id,
@@ -164,7 +183,13 @@ def start_run(
         config=config.model_dump(mode="json"),
         batch=config.batch,
     )
-    return _drive(record, config, storage, None, progress, ask_operator)
+    return _drive(record, config, storage, None, progress, ask_operator, handed=handed)
+
+
+def _context(config: Config, storage: Storage, handed: Handed | None) -> Context:
+    """The context that executes `config` on `storage`, with the Python-handed extensions."""
+    ctx = Context.of(config, storage)
+    return ctx.model_copy(update={"extensions": dict(handed)}) if handed else ctx
 
 
 def resume_run(
@@ -178,6 +203,7 @@ def resume_run(
     progress: Progress | None = None,
     ask_operator: AskOperator | None = None,
     skip_bad_record: bool = False,
+    handed: Handed | None = None,
 ) -> RunOutcome:
     """Continue a run from its last checkpoint; `extra_cycles` extends a finished run.
 
@@ -194,6 +220,7 @@ def resume_run(
         skip_bad_record: A journaled result its step cannot replay is replaced by the
             step's stand-in (a model answer: an empty one) and the skip is recorded as a
             RECORD_SKIPPED event; without it such a record fails the run, naming it.
+        handed: Tools and hooks as Python objects (`contreact.run`), beside the config's.
 
     Raises:
         RunNotFoundError: no such run.
@@ -226,7 +253,15 @@ def resume_run(
     skipping = skip_bad_records.set(skip_bad_record)
     try:
         return _drive(
-            record, config, storage, extension, progress, ask_operator, resume=True, reply=reply
+            record,
+            config,
+            storage,
+            extension,
+            progress,
+            ask_operator,
+            resume=True,
+            reply=reply,
+            handed=handed,
         )
     finally:
         skip_bad_records.reset(skipping)
@@ -325,6 +360,7 @@ def _drive(
     *,
     resume: bool = False,
     reply: str | None = None,
+    handed: Handed | None = None,
 ) -> RunOutcome:
     # While this process drives the run it beats; once it is killed the beat stops and
     # `list`/`status` show the run as interrupted within seconds.
@@ -339,6 +375,7 @@ def _drive(
                 ask_operator,
                 resume=resume,
                 reply=reply,
+                handed=handed,
             )
     except RunStoppedByStorage:
         raise
@@ -374,9 +411,19 @@ def _drive_steps(
     *,
     resume: bool = False,
     reply: str | None = None,
+    handed: Handed | None = None,
 ) -> RunOutcome:
     progress = progress or SilentProgress()
-    ctx = Context.of(config, storage)
+    ctx = _context(config, storage, handed)
+    # A tool or hook that cannot be loaded, or one the run had and lacks now, stops the run
+    # before it moves.
+    missing = _missing_tools(engine_for(storage), record.run_id, extensions_of(ctx).toolset.names)
+    if missing:
+        raise ExtensionError(
+            f"run {record.run_id} was started with the tools {', '.join(missing)}, which it "
+            "lacks now: install them again, or hand them over (`contreact.run(config, "
+            "tools=[...])`) to continue it"
+        )
     engine = engine_for(storage)
     with open_run(storage, record.run_id) as saver:
         graph = builder.compile(checkpointer=saver, name="contreact")
@@ -419,9 +466,11 @@ def _drive_steps(
                 invocation: RunnableConfig = {"recursion_limit": limit, "run_id": uuid.uuid4()}
                 for node, update in line.stream(payload, context=ctx, config=invocation):
                     progress.update(node, update)
-            except ModelCallError as error:
+            except (ModelCallError, HookError) as error:
                 # Under --debug only (a warning): the client's exception, for a bug report.
-                log.warning("the model call failed with %s", error.cause or "no exception")
+                # A hook that raised rolled its step back: fix it and resume.
+                if isinstance(error, ModelCallError):
+                    log.warning("the model call failed with %s", error.cause or "no exception")
                 return finish("failed", error.message)
             except BadRecordError as error:
                 return finish(
@@ -490,6 +539,13 @@ def _record_provenance(
         return record, [Event(cycle, keys.provenance(n), event)]
 
     return Ledger(storage, run_id, engine).once(keys.provenance(n), cycle, act)
+
+
+def _missing_tools(engine: Engine, run_id: str, names: Sequence[str]) -> list[str]:
+    """The run's own tools (its EXTENSIONS event) that are not among `names`."""
+    recorded = payload_of(engine, run_id, keys.EXTENSIONS)
+    had = [str(t.get("name")) for t in (recorded or {}).get("tools", [])]
+    return [name for name in had if name not in names]
 
 
 def _starting_point(

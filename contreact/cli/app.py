@@ -103,6 +103,8 @@ def explain(exc: Exception) -> tuple[str, int] | None:
             f"run {run} is already completed; extend it with `contreact resume {run} --cycles N`",
             2,
         )
+    if _is(exc, "contreact.tools.custom", "ExtensionError"):
+        return str(exc), 2
     if _is(exc, "contreact.errors", "OperatorUnavailableError"):
         return str(exc), 2
     if _is(exc, "contreact.errors", "NotWaitingError"):
