@@ -140,7 +140,10 @@ def command(
 def guarded(action: Callable[[], object]) -> None:
     """Run a command body, turning known errors into one line and an exit code."""
     try:
-        action()
+        try:
+            action()
+        finally:
+            close_databases()
     except typer.Exit:
         raise
     except BrokenPipeError:
@@ -157,6 +160,18 @@ def guarded(action: Callable[[], object]) -> None:
         if fault is not None:
             fail(str(fault), 1)
         fail(f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1)
+
+
+def close_databases() -> None:
+    """Close the databases the command opened, before its process exits.
+
+    Left to the interpreter's exit, a SQLite file's write-ahead log survived the command
+    whenever another process had the file open (see `checkpoints.engines.dispose_engines`).
+    A command that never touched the database layer has not loaded it, and skips this.
+    """
+    engines = sys.modules.get("contreact.checkpoints.engines")
+    if engines is not None:
+        engines.dispose_engines()
 
 
 def _storage_fault(exc: Exception) -> StorageFault | None:
