@@ -183,7 +183,7 @@ def fit_history(
         if c.steps:
             no_steps.add(c.cycle)
             tokens -= steps[i]
-    sent = range(len(cycles))
+    sent: Sequence[int] = range(len(cycles))
     kept = ""
     if tokens > budget and cycles:
         # Every step is left out by now: what is left to choose is whole cycles.
