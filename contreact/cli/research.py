@@ -149,6 +149,23 @@ def _default_out(batch: str | None, run_ids: list[str]) -> Path:
     return storage().data_dir / "reports" / label
 
 
+MANY = 1 << 62
+"""The end of an open cycle range (`--cycles 9000-`)."""
+
+
+def cycle_span(text: str) -> tuple[int, int]:
+    """`A-B`, `A-` or `N` as an inclusive range of cycle numbers (1 or more, A <= B)."""
+    first, dash, last = text.strip().partition("-")
+    try:
+        low = int(first)
+        high = (int(last) if last.strip() else MANY) if dash else low
+    except ValueError:
+        raise BadInputError(f"--cycles takes A-B, A- or N (cycle numbers), got {text!r}") from None
+    if not 1 <= low <= high:
+        raise BadInputError(f"--cycles {text}: a range starts at 1 or later and ends after it")
+    return low, high
+
+
 @command()
 def report(
     runs: RunsArg = None,
@@ -161,6 +178,13 @@ def report(
         bool,
         typer.Option("--lexical", help="TF-IDF similarity heatmaps, never an embedding model."),
     ] = False,
+    cycles: Annotated[
+        str | None,
+        typer.Option(
+            "--cycles",
+            help="Only cycles A-B (or A-, or B) in the per-cycle table, plots and heatmaps.",
+        ),
+    ] = None,
 ) -> None:
     """Write tables (CSV, Markdown), plots (PNG) and one self-contained HTML report."""
     from contreact.analysis.report import build_report
@@ -176,7 +200,10 @@ def report(
         title = f"contreact report: run {chosen[0].run_id}"
     else:
         title = f"contreact report: {len(chosen)} runs"
-    files = build_report(where, chosen, target, title=title, lexical=lexical)
+    span = cycle_span(cycles) if cycles is not None else None
+    if span is not None:
+        title += f", cycles {span[0]}-{span[1] if span[1] < MANY else ''}"
+    files = build_report(where, chosen, target, title=title, lexical=lexical, cycles=span)
     out.print(f"Report of {len(chosen)} run(s) in {files.out_dir}", markup=False)
     out.print(f"  {files.html}", markup=False)
     out.print(f"  {files.markdown}", markup=False)
