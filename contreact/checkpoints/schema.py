@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Engine,
@@ -113,6 +114,17 @@ cycles = Table(
     Column("advisory", Text, nullable=True),
 )
 
+similarity_keys = Table(
+    "contreact_similarity_keys",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("key", BigInteger, primary_key=True, autoincrement=False),
+    Column("cycle", Integer, primary_key=True, autoincrement=False),
+    sqlite_with_rowid=False,
+)
+"""The similarity monitor's index: each reflection's locality-sensitive hash keys
+(`nodes.similarity.index_keys`), so the reflections that resemble a new one are found by
+key, not by comparing it with every earlier one (see `checkpoints.similarity_index`)."""
 
 pei = Table(
     "contreact_pei",

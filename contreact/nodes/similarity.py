@@ -25,9 +25,11 @@ The reports' full matrices (`analysis.similarity`) use the same n-grams and embe
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import threading
+import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -258,6 +260,42 @@ def lexical_scores(reflection: str, earlier: Sequence[tuple[int, str]]) -> list[
         cosine = dot / (query_norm * norm) if query_norm and norm else 0.0
         scores.append((cycle, round(max(-1.0, min(1.0, cosine)), 4)))
     return scores
+
+
+INDEX_BANDS = 16
+"""MinHash bands per reflection: each band is one index key (`checkpoints.similarity_index`)."""
+_BAND_ROWS = 2
+# Fixed constants, not a per-process seed: keys are stored and must match across
+# processes and versions. Odd multipliers make `a*h + b` (mod 2**64) a permutation.
+_HASH_A = np.random.default_rng(0x5EED).integers(1, 2**63, INDEX_BANDS * _BAND_ROWS, np.uint64)
+_HASH_A |= np.uint64(1)
+_HASH_B = np.random.default_rng(0xB0B).integers(0, 2**63, INDEX_BANDS * _BAND_ROWS, np.uint64)
+
+
+def index_keys(text: str) -> list[int]:
+    """The locality-sensitive keys of a reflection: one per MinHash band of its n-grams.
+
+    Two texts share a band's key when the minimum hashes of their character n-gram sets
+    (`char_ngrams`) agree on both of its rows, which happens with probability J² for a
+    Jaccard similarity J: over 16 bands, a pair with J = 0.5 shares a key with
+    probability 0.99, J = 0.3 with 0.78, J = 0.1 with 0.15. So the reflections that
+    resemble a new one are found by key among all earlier ones, without comparing it
+    with each of them. Signed 64-bit integers (a database BIGINT); [] for an empty text.
+    """
+    grams = char_ngrams(text)
+    if not grams:
+        return []
+    # CRC-32: deterministic across processes (unlike `hash`), and 8x faster than blake2b.
+    hashes = np.fromiter((zlib.crc32(g.encode()) for g in grams), np.uint64, len(grams))
+    # Multiply-shift hashing: wraps mod 2**64 by design; the high half is the hash.
+    with np.errstate(over="ignore"):
+        mins = ((hashes[:, None] * _HASH_A + _HASH_B) >> np.uint64(32)).min(axis=0)
+    keys = []
+    for band in range(INDEX_BANDS):
+        rows = mins[band * _BAND_ROWS : (band + 1) * _BAND_ROWS]
+        digest = hashlib.blake2b(bytes([band]) + rows.tobytes(), digest_size=8).digest()
+        keys.append(int.from_bytes(digest, "little", signed=True))
+    return keys
 
 
 _CACHE_LIMIT = 4096

@@ -166,9 +166,8 @@ def test_studio_context_defaults_are_the_configs() -> None:
 
 def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
     """Every model call receives `prompt_of` the state assemble left, message for message."""
-    from contreact.checkpoints.cycles import earlier_notes
     from contreact.graph.state import AgentState
-    from contreact.nodes.assemble import prompt_of
+    from contreact.nodes.assemble import notes_for_prompt, prompt_of
 
     chat = model("Note one.", tool("write", key="k", value="v"), tool("list"), "Note two.")
     ctx = context(tmp_path, chat)
@@ -179,9 +178,7 @@ def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
             AgentState(**s.values) for s in graph.get_state_history(thread) if s.next == ("invoke",)
         ][::-1]
     assert len(before_invoke) == len(chat.prompts) == 4
-    engine = engine_for(ctx.store)
     for state, sent in zip(before_invoke, chat.prompts, strict=True):
-        built = prompt_of(
-            state, earlier_notes(engine, "seam", before=state.cycle), text_tools=False
-        )
+        notes = notes_for_prompt(ctx, "seam", state.cycle, since=state.reflections_from)
+        built = prompt_of(state, notes, text_tools=False)
         assert [(m.type, m.content) for m in sent] == [(m.type, m.content) for m in built]
