@@ -271,7 +271,7 @@ def _call_and_log(
             record = _call_model(ctx, prompt, with_tools)
     except ModelCallError as error:
         prefix = keys.model_error_prefix(cycle, step_no)
-        n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix)
+        n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix, cycle=cycle)
         ledger.emit(
             Event(
                 cycle,

@@ -43,11 +43,10 @@ def _similarity(
     words = prose_of if ctx.reflection_schema is not None else str
     text = words(state.final_text)
     keys = index_keys(text)
-    recent = recent_notes(
-        engine_of(ctx), ledger.run_id, before=state.cycle, count=settings.recent
-    ).notes[-settings.recent :]
+    tail = recent_notes(engine_of(ctx), ledger.run_id, before=state.cycle, count=settings.recent)
+    recent = tail.notes[-settings.recent :]
     older = []
-    if recent:
+    if tail.older or len(tail.notes) > len(recent):
         older = similar_notes(
             conn, ledger.run_id, keys, before=recent[0].cycle, per_key=settings.per_key
         )
