@@ -95,6 +95,10 @@ def notes_for_prompt(ctx: Context, run_id: str, cycle: int, since: int | None = 
     return recent_notes(engine_of(ctx), run_id, before=cycle, chars=chars, since=since)
 
 
+_reached: list[tuple[tuple[Any, ...], tuple[NoteTail, tuple[int, ...]]]] = []
+"""The last `in_reach` answer and what it was asked: every step of a cycle asks the same."""
+
+
 def in_reach(notes: NoteTail, budget: int, tasked: bool) -> tuple[NoteTail, tuple[int, ...]]:
     """The newest notes up to the first whose cost passes `budget`, and their token costs.
 
@@ -102,6 +106,11 @@ def in_reach(notes: NoteTail, budget: int, tasked: bool) -> tuple[NoteTail, tupl
     the one that does not fit), whatever the length of the run: a note beyond them could
     only be left out.
     """
+    # Keyed by the tail's identity (the cached tuple, held here so its id stays unique).
+    asked = (notes.notes, notes.older, budget, tasked)
+    last = _reached[0] if _reached else None  # one read: another run's thread may replace it
+    if last is not None and last[0][0] is notes.notes and last[0][1:] == asked[1:]:
+        return last[1]
     costs: list[int] = []
     total = 0
     for note in reversed(notes.notes):
@@ -112,7 +121,9 @@ def in_reach(notes: NoteTail, budget: int, tasked: bool) -> tuple[NoteTail, tupl
             break
     kept = len(costs)
     shown = notes.notes[len(notes.notes) - kept :]
-    return NoteTail(notes.older + len(notes.notes) - kept, shown), tuple(reversed(costs))
+    answer = NoteTail(notes.older + len(notes.notes) - kept, shown), tuple(reversed(costs))
+    _reached[:] = [(asked, answer)]
+    return answer
 
 
 @node
