@@ -20,6 +20,13 @@ threshold is the midpoint of the gap it separates, rounded (moderate (0.18+0.34)
 0.29 (a gap of 0.03); character n-grams leave a gap of 0.17. The similarity tests
 re-score the set and fail if a pair falls on the wrong side.
 
+The monitor's cost does not grow with the run: a reflection is compared with the
+`similarity.recent` newest earlier ones and with the older ones that share one of its 16
+MinHash keys (`index_keys`, stored per cycle by `checkpoints.similarity_index`; the newest
+`similarity.per_key` per key), at most 264 texts whose n-grams are counted once per
+process. Up to `recent` cycles that is every earlier reflection, as before; the idf is
+smoothed over the texts compared, as ever, and the calibration (pairs scored alone) holds.
+
 The reports' full matrices (`analysis.similarity`) use the same n-grams and embeddings.
 """
 
@@ -265,11 +272,23 @@ def lexical_scores(reflection: str, earlier: Sequence[tuple[int, str]]) -> list[
 INDEX_BANDS = 16
 """MinHash bands per reflection: each band is one index key (`checkpoints.similarity_index`)."""
 _BAND_ROWS = 2
-# Fixed constants, not a per-process seed: keys are stored and must match across
-# processes and versions. Odd multipliers make `a*h + b` (mod 2**64) a permutation.
-_HASH_A = np.random.default_rng(0x5EED).integers(1, 2**63, INDEX_BANDS * _BAND_ROWS, np.uint64)
-_HASH_A |= np.uint64(1)
-_HASH_B = np.random.default_rng(0xB0B).integers(0, 2**63, INDEX_BANDS * _BAND_ROWS, np.uint64)
+
+
+def _constants(tag: str) -> np.ndarray:
+    # Derived from fixed strings, not a random generator (whose streams may change between
+    # numpy versions): keys are stored, and must match across processes and versions.
+    return np.array(
+        [
+            int.from_bytes(hashlib.blake2b(f"{tag}{i}".encode(), digest_size=8).digest(), "little")
+            for i in range(INDEX_BANDS * _BAND_ROWS)
+        ],
+        np.uint64,
+    )
+
+
+# Odd multipliers make `a*h + b` (mod 2**64) a permutation.
+_HASH_A = _constants("contreact-minhash-a") | np.uint64(1)
+_HASH_B = _constants("contreact-minhash-b")
 
 
 def index_keys(text: str) -> list[int]:
