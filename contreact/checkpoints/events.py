@@ -477,10 +477,20 @@ def _last_line_matches(engine: Engine, run_id: str, path: Path, count: int) -> b
 
 
 def count_events(
-    engine: Engine, run_id: str, *, key_prefix: str | None = None, event_type: str | None = None
+    engine: Engine,
+    run_id: str,
+    *,
+    key_prefix: str | None = None,
+    event_type: str | None = None,
+    cycle: int | None = None,
 ) -> int:
-    """How many of a run's events have keys starting with `key_prefix` / are of `event_type`."""
+    """How many of a run's events have keys starting with `key_prefix` / are of `event_type`.
+
+    With `cycle`, only that cycle's events are read (through the (run, cycle) index).
+    """
     query = select(func.count()).select_from(events).where(events.c.run_id == run_id)
+    if cycle is not None:
+        query = query.where(events.c.cycle == cycle)
     if key_prefix is not None:
         query = query.where(events.c.key.startswith(key_prefix, autoescape=True))
     if event_type is not None:

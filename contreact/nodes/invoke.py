@@ -20,13 +20,12 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.cycles import earlier_notes
 from contreact.checkpoints.events import Error, Event, LlmInvocation, count_events
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.transactions import Tx
 from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.answer_health import answer_flags
-from contreact.nodes.assemble import prompt_of
+from contreact.nodes.assemble import notes_for_prompt, prompt_of
 from contreact.nodes.budgets import tools_offered
 from contreact.nodes.ollama_client import (
     ModelCallError,
@@ -37,7 +36,7 @@ from contreact.nodes.ollama_client import (
     is_server_tool_parse_error,
     with_retries,
 )
-from contreact.nodes.step import engine_of, ledger_of, node
+from contreact.nodes.step import ledger_of, node
 from contreact.nodes.storable import storable
 from contreact.nodes.tool_mode import is_no_tools_error
 from contreact.tools.registry import TOOL_SCHEMAS
@@ -251,7 +250,7 @@ def _call_and_log(
 ) -> tuple[dict[str, Any], LlmInvocation]:
     """Call the model; its record and LLM_INVOCATION payload (a failure is logged as ERROR)."""
     cycle, step_no = state.cycle, state.stats["steps"]
-    earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
+    earlier = notes_for_prompt(ctx, ledger.run_id, cycle, since=state.reflections_from)
     mode = state.tool_mode or "native"
 
     def prompt_in(mode: str) -> list[BaseMessage]:
@@ -272,7 +271,7 @@ def _call_and_log(
             record = _call_model(ctx, prompt, with_tools)
     except ModelCallError as error:
         prefix = keys.model_error_prefix(cycle, step_no)
-        n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix)
+        n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix, cycle=cycle)
         ledger.emit(
             Event(
                 cycle,
