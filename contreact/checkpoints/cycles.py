@@ -75,11 +75,19 @@ def _record(row: Any) -> CycleRecord:
     )
 
 
-def cycle_records(engine: Engine, run_id: str, *, before: int | None = None) -> list[CycleRecord]:
-    """A run's finished cycles in order (only those numbered below `before`, if given)."""
+def cycle_records(
+    engine: Engine,
+    run_id: str,
+    *,
+    before: int | None = None,
+    since: int | None = None,
+) -> list[CycleRecord]:
+    """A run's finished cycles in order (numbered below `before`, from `since`, if given)."""
     query = select(cycles).where(cycles.c.run_id == run_id).order_by(cycles.c.cycle)
     if before is not None:
         query = query.where(cycles.c.cycle < before)
+    if since is not None:
+        query = query.where(cycles.c.cycle >= since)
     with engine.connect() as conn:
         return [_record(r) for r in conn.execute(query).mappings()]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -409,12 +409,24 @@ def read_events(
     engine: Engine, run_id: str, *, upto_cycle: int | None = None
 ) -> list[dict[str, Any]]:
     """A run's events in the order they were first committed, as JSONL-shaped dicts."""
+    return list(iter_events(engine, run_id, upto_cycle=upto_cycle))
+
+
+STREAMED_ROWS = 500
+"""Rows fetched at a time when a whole log is streamed (`iter_events`)."""
+
+
+def iter_events(
+    engine: Engine, run_id: str, *, upto_cycle: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """`read_events`, streamed: a 10,000-cycle log is written out without being held whole."""
     query = select(events).where(events.c.run_id == run_id).order_by(events.c.id)
     if upto_cycle is not None:
         query = query.where(events.c.cycle <= upto_cycle)
     with engine.connect() as conn:
-        rows = conn.execute(query).mappings().all()
-    return [as_line(run_id, dict(r)) for r in rows]
+        rows = conn.execution_options(yield_per=STREAMED_ROWS).execute(query).mappings()
+        for row in rows:
+            yield as_line(run_id, dict(row))
 
 
 def rebuild_log(engine: Engine, storage: Storage, run_id: str) -> Path:
@@ -422,7 +434,7 @@ def rebuild_log(engine: Engine, storage: Storage, run_id: str) -> Path:
     path = log_path(storage, run_id)
     tmp = path.with_suffix(".jsonl.tmp")
     with open_private(tmp, "w") as fh:
-        for line in read_events(engine, run_id):
+        for line in iter_events(engine, run_id):
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
     os.replace(tmp, path)
     return path
