@@ -198,6 +198,29 @@ def cycle_ends(where: BenchStorage, run_id: str) -> dict[int, float]:
     return ends
 
 
+def window_filled(where: BenchStorage, run_id: str) -> int | None:
+    """The first cycle whose prompt was trimmed to fit `num_ctx` (None: none was).
+
+    From then on a cycle's work changes shape: the prompt is full, and trimming the
+    cycle's own oldest turns makes the scripted stub repeat its calls until the cycle's
+    budget withdraws the tools (10 model calls a cycle instead of 4). Cycles before and
+    after are not the same workload, so the steady comparison starts after it.
+    """
+    from sqlalchemy import func, select
+
+    from contreact.checkpoints.engines import dispose_engines, engine_for
+    from contreact.checkpoints.schema import events
+
+    engine = engine_for(where.storage())
+    query = select(func.min(events.c.cycle)).where(
+        events.c.run_id == run_id, events.c.event_type == "CONTEXT_TRIM"
+    )
+    with engine.connect() as conn:
+        first = conn.execute(query).scalar()
+    dispose_engines()
+    return None if first is None else int(first)
+
+
 # ------------------------------------------------------------------------------- marks
 
 
@@ -308,8 +331,9 @@ def main() -> None:
         if args.keep and where.is_sqlite:
             shutil.copytree(where.data_dir, Path(args.keep), dirs_exist_ok=True)
         times = driver_times(cycle_ends(where, run_id), starts)
+        filled = window_filled(where, run_id)
     shutil.rmtree(workdir, ignore_errors=True)
-    show_results(rows, times, ten, cycles, args.json)
+    show_results(rows, times, ten, cycles, args.json, filled)
 
 
 def argparse_hidden() -> str:
@@ -319,7 +343,12 @@ def argparse_hidden() -> str:
 
 
 def show_results(
-    rows: list[Mark], times: dict[int, float], ten: Timed, cycles: int, json_path: str | None
+    rows: list[Mark],
+    times: dict[int, float],
+    ten: Timed,
+    cycles: int,
+    json_path: str | None,
+    filled: int | None = None,
 ) -> None:
     """The table per mark and the figures."""
     by_cycle = {r.cycle: r for r in rows}
@@ -372,6 +401,22 @@ def show_results(
             1.1,
             note=f"{first_t * 1e3:.1f} -> {last_t * 1e3:.1f} ms (medians)",
         ),
+    ]
+    if filled is not None and filled + 10 + tenth < cycles - tenth:
+        start = filled + 10
+        steady = median_over(times, start, start + tenth - 1)
+        figures.append(
+            Figure(
+                "L1s",
+                f"driver time/cycle, last 10 % vs cycles {start:,}-{start + tenth - 1:,} "
+                f"(the prompt full from cycle {filled:,})",
+                last_t / steady,
+                "x",
+                1.1,
+                note=f"{steady * 1e3:.1f} -> {last_t * 1e3:.1f} ms (medians)",
+            )
+        )
+    figures += [
         Figure(
             "L2",
             f"bytes/cycle, cycles {late_mark + 1:,}-{cycles:,} vs 2-{first_mark:,}",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -83,13 +84,25 @@ def cycle_records(
     since: int | None = None,
 ) -> list[CycleRecord]:
     """A run's finished cycles in order (numbered below `before`, from `since`, if given)."""
+    return list(iter_cycle_records(engine, run_id, before=before, since=since))
+
+
+def iter_cycle_records(
+    engine: Engine,
+    run_id: str,
+    *,
+    before: int | None = None,
+    since: int | None = None,
+) -> Iterator[CycleRecord]:
+    """`cycle_records`, streamed a few hundred rows at a time (`show` of a long run)."""
     query = select(cycles).where(cycles.c.run_id == run_id).order_by(cycles.c.cycle)
     if before is not None:
         query = query.where(cycles.c.cycle < before)
     if since is not None:
         query = query.where(cycles.c.cycle >= since)
     with engine.connect() as conn:
-        return [_record(r) for r in conn.execute(query).mappings()]
+        for row in conn.execution_options(yield_per=500).execute(query).mappings():
+            yield _record(row)
 
 
 _NOTES = Prepared(

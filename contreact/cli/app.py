@@ -186,6 +186,23 @@ def _storage_fault(exc: Exception) -> StorageFault | None:
         return None
 
 
+MANY = 1 << 62
+"""The end of an open cycle range (`--cycles 9000-`)."""
+
+
+def cycle_span(text: str) -> tuple[int, int]:
+    """`A-B`, `A-` or `N` as an inclusive range of cycle numbers (1 or more, A <= B)."""
+    first, dash, last = text.strip().partition("-")
+    try:
+        low = int(first)
+        high = (int(last) if last.strip() else MANY) if dash else low
+    except ValueError:
+        raise BadInputError(f"--cycles takes A-B, A- or N (cycle numbers), got {text!r}") from None
+    if not 1 <= low <= high:
+        raise BadInputError(f"--cycles {text}: a range starts at 1 or later and ends after it")
+    return low, high
+
+
 def storage(config_dir: str | None = None, config_url: str | None = None) -> Storage:
     """The storage chosen by flags, then the config, then CONTREACT_HOME / ./runs."""
     from contreact.checkpoints.storage import resolve_storage

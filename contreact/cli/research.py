@@ -16,7 +16,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from contreact.cli.app import BadInputError, command, err, fail, out, storage
+from contreact.cli.app import MANY, BadInputError, command, cycle_span, err, fail, out, storage
 from contreact.cli.output import emit_json, emit_table
 
 T = TypeVar("T")
@@ -147,23 +147,6 @@ def _default_out(batch: str | None, run_ids: list[str]) -> Path:
     else:
         label = "runs-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return storage().data_dir / "reports" / label
-
-
-MANY = 1 << 62
-"""The end of an open cycle range (`--cycles 9000-`)."""
-
-
-def cycle_span(text: str) -> tuple[int, int]:
-    """`A-B`, `A-` or `N` as an inclusive range of cycle numbers (1 or more, A <= B)."""
-    first, dash, last = text.strip().partition("-")
-    try:
-        low = int(first)
-        high = (int(last) if last.strip() else MANY) if dash else low
-    except ValueError:
-        raise BadInputError(f"--cycles takes A-B, A- or N (cycle numbers), got {text!r}") from None
-    if not 1 <= low <= high:
-        raise BadInputError(f"--cycles {text}: a range starts at 1 or later and ends after it")
-    return low, high
 
 
 @command()

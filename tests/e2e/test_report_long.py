@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -90,3 +91,15 @@ def test_report_cycles_zooms_into_a_range(run: Backend, tmp_path: Path) -> None:
     for bad in ("8-4", "0-3", "x"):
         refused = cli_in_process(run, "report", "long", "--cycles", bad, "--out", str(out))
         assert refused.returncode == 2 and "--cycles" in refused.stderr
+
+
+def test_show_cycles_prints_only_that_range(run: Backend) -> None:
+    shown = cli_in_process(run, "show", "long", "--cycles", "3-4")
+    assert shown.returncode == 0, shown.stderr
+    assert [line for line in shown.stdout.splitlines() if re.fullmatch(r"Cycle \d+", line)] == [
+        "Cycle 3",
+        "Cycle 4",
+    ]
+    assert "Cycle 12" in cli_in_process(run, "show", "long", "--cycles", "12-").stdout
+    empty = cli_in_process(run, "show", "long", "--cycles", "20-")
+    assert empty.returncode == 0 and "no completed cycles in cycles 20-" in empty.stdout
