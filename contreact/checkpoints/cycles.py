@@ -87,6 +87,15 @@ def cycle_records(
     return list(iter_cycle_records(engine, run_id, before=before, since=since))
 
 
+def last_cycle(engine: Engine, run_id: str) -> int | None:
+    """The run's newest finished cycle (None: none yet), read from the index alone."""
+    with engine.connect() as conn:
+        found = conn.execute(
+            select(func.max(cycles.c.cycle)).where(cycles.c.run_id == run_id)
+        ).scalar()
+    return None if found is None else int(found)
+
+
 def iter_cycle_records(
     engine: Engine,
     run_id: str,

@@ -186,8 +186,9 @@ def _storage_fault(exc: Exception) -> StorageFault | None:
         return None
 
 
-MANY = 1 << 62
-"""The end of an open cycle range (`--cycles 9000-`)."""
+MANY = 2**31 - 1
+"""The end of an open cycle range (`--cycles 9000-`): the largest cycle number a database
+column holds (PostgreSQL's INTEGER); larger numbers given are taken as this one."""
 
 
 def cycle_span(text: str) -> tuple[int, int]:
@@ -200,7 +201,7 @@ def cycle_span(text: str) -> tuple[int, int]:
         raise BadInputError(f"--cycles takes A-B, A- or N (cycle numbers), got {text!r}") from None
     if not 1 <= low <= high:
         raise BadInputError(f"--cycles {text}: a range starts at 1 or later and ends after it")
-    return low, high
+    return min(low, MANY), min(high, MANY)
 
 
 def storage(config_dir: str | None = None, config_url: str | None = None) -> Storage:

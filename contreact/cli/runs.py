@@ -232,7 +232,8 @@ def show(
     engine = engine_for(storage())
     get_run(engine, run_id)
     # Streamed: a 10,000-cycle run is printed as it is read, never held whole.
-    records = iter_cycle_records(engine, run_id, since=span[0], before=span[1] + 1)
+    before = None if span[1] >= MANY else span[1] + 1
+    records = iter_cycle_records(engine, run_id, since=span[0], before=before)
     if as_json:
         emit_json([asdict(r) for r in records])
         return
