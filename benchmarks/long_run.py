@@ -111,10 +111,12 @@ class SteadyStub:
 
 @dataclass
 class Timed:
-    """One `contreact` process: wall time (start to exit) and peak RSS."""
+    """One `contreact` process: wall time (start to exit), peak RSS and CPU time."""
 
     seconds: float
     rss_mb: float
+    cpu_s: float = 0.0
+    """User + system CPU seconds: what other load on the machine inflates least."""
 
 
 def timed(cmd: list[str]) -> Timed:
@@ -129,7 +131,7 @@ def timed(cmd: list[str]) -> Timed:
     stderr = proc.stderr.read() if proc.stderr else ""
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[3:])} exited {proc.returncode}: {stderr}")
-    return Timed(seconds, usage.ru_maxrss * 1024 / 1e6)
+    return Timed(seconds, usage.ru_maxrss * 1024 / 1e6, usage.ru_utime + usage.ru_stime)
 
 
 # ---------------------------------------------------------------------------- storage
@@ -367,6 +369,7 @@ def show_results(
                 r.driver_rss_mb,
                 *[r.commands[k].seconds for k in ("resume --cycles 1", "show", "report")],
                 r.commands["resume --cycles 1"].rss_mb,
+                r.commands["resume --cycles 1"].cpu_s,
             ]
         )
     print_table(
@@ -380,6 +383,7 @@ def show_results(
             "show s",
             "report s",
             "resume RSS MB",
+            "resume CPU s",
         ],
         table,
         title="(L) at each mark",
@@ -440,6 +444,14 @@ def show_results(
             "x",
             1.2,
             note=f"{ten.seconds:.2f} -> {end.commands['resume --cycles 1'].seconds:.2f} s",
+        ),
+        Figure(
+            "L4c",
+            f"resume --cycles 1 CPU seconds at cycle {cycles:,} vs at 10",
+            end.commands["resume --cycles 1"].cpu_s / ten.cpu_s,
+            "x",
+            1.2,
+            note=f"{ten.cpu_s:.2f} -> {end.commands['resume --cycles 1'].cpu_s:.2f} CPU-s",
         ),
         Figure("L5", f"report at cycle {cycles:,}", end.commands["report"].seconds, "s"),
         Figure("L6", f"show at cycle {cycles:,}", end.commands["show"].seconds, "s"),
