@@ -81,6 +81,100 @@ def constant_work_agent(cycles: int) -> ScriptedAgent:
     return ScriptedAgent({c: CONSTANT_CYCLE for c in range(1, cycles + 1)})
 
 
+STEADY_SLOTS = 8
+"""How many memory slots the steady workload cycles through (``slot-0`` .. ``slot-7``)."""
+
+_STEADY_OPENINGS = (
+    "In cycle {cycle} I stored a fresh note in {slot} and read it straight back.",
+    "Cycle {cycle}: {slot} now holds my latest observation, and the read confirmed it.",
+    "This time (cycle {cycle}) I rewrote {slot} and checked what the store returned.",
+    "I used cycle {cycle} to refresh {slot}; the value came back unchanged.",
+    "Working through my rotation, cycle {cycle} landed on {slot} again.",
+    "During cycle {cycle} the slot I touched was {slot}, written then read.",
+)
+_STEADY_MIDDLES = (
+    "Listing the keys showed all eight slots in place, so nothing has gone missing.",
+    "The key list still has eight entries; the rotation keeps memory at a fixed size.",
+    "I listed my memory afterwards and counted eight keys, as expected.",
+    "Eight keys remain, one per slot, which tells me the overwrite worked.",
+    "The list of keys is stable: the same eight names as the previous pass.",
+    "Nothing new appeared among the keys; each slot is simply overwritten in turn.",
+    "My memory index looks tidy, eight slots and no stray entries.",
+)
+_STEADY_CLOSINGS = (
+    "Next I will move on to the following slot and compare the two notes.",
+    "I want to see whether the older values in the other slots still make sense.",
+    "Perhaps the next pass should record a short summary instead of raw facts.",
+    "The routine is steady; I will keep it going and watch for drift.",
+    "Later I might check how long ago each slot was last refreshed.",
+)
+
+
+def steady_cycle(cycle: int) -> list[dict[str, Any]]:
+    """The steady workload's model replies for one cycle.
+
+    Write ``slot-{cycle % 8}``, read it back, list the keys, then reflect. The
+    reflection is three sentences drawn from rotating pools of different lengths (6, 7
+    and 5 choices, so a combination recurs only every 210 cycles), naming the cycle and
+    the slot: the similarity monitor sees varied, realistic text of a steady size.
+    """
+    slot = f"slot-{cycle % STEADY_SLOTS}"
+    reflection = " ".join(
+        (
+            _STEADY_OPENINGS[cycle % len(_STEADY_OPENINGS)],
+            _STEADY_MIDDLES[cycle % len(_STEADY_MIDDLES)],
+            _STEADY_CLOSINGS[cycle % len(_STEADY_CLOSINGS)],
+        )
+    ).format(cycle=cycle, slot=slot)
+    value = f"observation from cycle {cycle}, kept in {slot}"
+    return [
+        {"tool_calls": [{"name": "write", "arguments": {"key": slot, "value": value}}]},
+        {"tool_calls": [{"name": "read", "arguments": {"key": slot}}]},
+        {"tool_calls": [{"name": "list", "arguments": {}}]},
+        {"content": reflection},
+    ]
+
+
+def steady_scenario(cycles: int, latency_ms: float = 0.0) -> dict[str, Any]:
+    """A scripted stub scenario that plays :func:`steady_cycle` in cycles 1..``cycles``.
+
+    The steady workload of a long run (issue 30): the same work every cycle - one of 8
+    memory slots written, read back, the keys listed, a reflection of steady length -
+    so memory stays at 8 keys and whatever grows per cycle is the framework's.
+
+    Args:
+        cycles: The last cycle the script covers (later cycles get the scripted agent's
+            plain default answer, which closes the cycle at once).
+        latency_ms: Delay the stub adds to every chat request.
+
+    Returns:
+        A scenario mapping for :meth:`StubServer.from_scenario` or a scenario YAML file.
+    """
+    return {
+        "agent": "scripted",
+        "description": "benchmark: steady workload (write a slot, read it, list keys, reflect)",
+        "latency_ms": latency_ms,
+        "script": {c: steady_cycle(c) for c in range(1, cycles + 1)},
+    }
+
+
+class SteadyAgent:
+    """The steady workload for every cycle, as an in-process stub agent.
+
+    It builds each cycle's replies on demand, so it covers any number of cycles without
+    holding a script the size of the run.
+    """
+
+    def respond(self, req: ChatRequest) -> Reply:
+        """Answer step ``req.step`` of cycle ``req.cycle`` (see :func:`steady_cycle`)."""
+        return ScriptedAgent({req.cycle: steady_cycle(req.cycle)}).respond(req)
+
+
+def steady_agent() -> SteadyAgent:
+    """The :func:`steady_cycle` agent for an in-process stub (any number of cycles)."""
+    return SteadyAgent()
+
+
 # ----------------------------------------------------------------------------- figures
 
 

@@ -623,5 +623,5 @@ def pending_operator_messages(storage: Storage) -> list[PendingMessage]:
 
 def _advisory_after(storage: Storage, run_id: str, cycle: int) -> str | None:
     """The diversity advisory that cycle `cycle` left for the next one."""
-    records = [r for r in cycle_records(engine_for(storage), run_id) if r.cycle == cycle]
+    records = cycle_records(engine_for(storage), run_id, since=cycle, before=cycle + 1)
     return records[0].advisory if records else None

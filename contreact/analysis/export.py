@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 
 from contreact.analysis.metrics import cycle_table
 from contreact.analysis.runs import AnalysisInputError
-from contreact.checkpoints.events import read_events
+from contreact.checkpoints.events import iter_events
 from contreact.checkpoints.registry import RunRecord, get_run
 from contreact.terminal_text import visible
 
@@ -63,7 +63,7 @@ def _cell(value: Any) -> Any:
 def export_jsonl(engine: Engine, run_id: str, stream: TextIO) -> int:
     """Write the run's event log, one JSON object per line; returns the number of events."""
     count = 0
-    for line in read_events(engine, run_id):
+    for line in iter_events(engine, run_id):
         stream.write(json.dumps(line, ensure_ascii=False) + "\n")
         count += 1
     return count

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from contreact.checkpoints.events import read_events
+from contreact.analysis.runs import events_of_type
 from contreact.checkpoints.registry import RunRecord
 
 __all__ = ["FormatHealth", "format_health", "run_health"]
@@ -96,10 +96,15 @@ def run_health(model: str, events: Sequence[Mapping[str, Any]]) -> FormatHealth:
     )
 
 
+COUNTED = ("LLM_INVOCATION", "TOOL_CALL", "CYCLE_END", "ERROR")
+"""The event types `run_health` counts: only these are read of a long run's log."""
+
+
 def format_health(engine: Engine, runs: Sequence[RunRecord]) -> list[FormatHealth]:
     """Per model (in order of first appearance), the format counts summed over its runs."""
     by_model: dict[str, FormatHealth] = {}
     for run in runs:
-        health = run_health(run.model, read_events(engine, run.run_id))
+        read = events_of_type(engine, run.run_id, COUNTED)
+        health = run_health(run.model, [{"event_type": t, "payload": p} for _, t, p in read])
         by_model[run.model] = by_model[run.model] + health if run.model in by_model else health
     return list(by_model.values())

@@ -8,11 +8,12 @@ CLI map every such problem to exit code 2 with one line.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Engine, select
 
+from contreact.checkpoints.events import STREAMED_ROWS
 from contreact.checkpoints.registry import RunRecord, get_run, list_runs
 from contreact.checkpoints.schema import events
 
@@ -56,17 +57,21 @@ def select_runs(
 
 
 def events_of_type(
-    engine: Engine, run_id: str, types: Iterable[str]
-) -> list[tuple[int, str, dict[str, Any]]]:
+    engine: Engine, run_id: str, types: Iterable[str], *, upto_cycle: int | None = None
+) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """`(cycle, event_type, payload)` of a run's events of the given types, in log order.
 
-    Reads only those rows: a long run's LLM_INVOCATION payloads are most of its log, and
-    most analyses never need them.
+    Reads only those rows (a long run's LLM_INVOCATION payloads are most of its log, and
+    most analyses never need them), and streams them: a 10,000-cycle run's rows are
+    decoded one at a time, never held together. With `upto_cycle`, only cycles up to it.
     """
     query = (
         select(events.c.cycle, events.c.event_type, events.c.payload)
         .where(events.c.run_id == run_id, events.c.event_type.in_(list(types)))
         .order_by(events.c.id)
     )
+    if upto_cycle is not None:
+        query = query.where(events.c.cycle <= upto_cycle)
     with engine.connect() as conn:
-        return [(int(c), str(t), json.loads(p)) for c, t, p in conn.execute(query)]
+        for c, t, p in conn.execution_options(yield_per=STREAMED_ROWS).execute(query):
+            yield int(c), str(t), json.loads(p)

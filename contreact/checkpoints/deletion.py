@@ -20,10 +20,19 @@ from sqlalchemy import ColumnElement, Table, delete, or_, select
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.lineage import SCOPE_SEPARATOR
 from contreact.checkpoints.registry import get_run
-from contreact.checkpoints.schema import cycles, events, journal, lineages, memories, pei, runs
+from contreact.checkpoints.schema import (
+    cycles,
+    events,
+    journal,
+    lineages,
+    memories,
+    pei,
+    runs,
+    similarity_keys,
+)
 from contreact.checkpoints.storage import Storage
 
-SCOPED = (events, journal, memories, cycles)
+SCOPED = (events, journal, memories, cycles, similarity_keys)
 """Tables keyed by scope: the run id, or `RUN@LINEAGE` for a branch of it."""
 
 

@@ -16,6 +16,7 @@ from contreact.checkpoints.schema import ensure_schema
 from contreact.checkpoints.sqlite_file import (
     SQLITE_BUSY_TIMEOUT_MS,
     prepare_sqlite_file,
+    truncate_wal,
     tune_sqlite,
 )
 from contreact.checkpoints.storage import Storage
@@ -53,8 +54,25 @@ def engine_for(storage: Storage) -> Engine:
 
 
 def dispose_engines() -> None:
-    """Close every cached engine (tests and forked processes)."""
+    """Close every cached engine, a SQLite file's write-ahead log folded in and emptied first.
+
+    The CLI calls this when a command ends (`cli.app.guarded`), so no command leaves a
+    log behind even while another process holds the file open (see `truncate_wal`).
+    """
     with _engines_lock:
         for engine in _engines.values():
+            if engine.dialect.name == "sqlite":
+                _truncate_wal(engine)
             engine.dispose()
         _engines.clear()
+
+
+def _truncate_wal(engine: Engine) -> None:
+    try:
+        raw = engine.raw_connection()
+    except Exception:  # noqa: BLE001 - a file that cannot be opened has no log to fold in
+        return
+    try:
+        truncate_wal(raw.driver_connection)  # type: ignore[arg-type]
+    finally:
+        raw.close()

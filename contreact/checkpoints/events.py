@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -499,12 +499,24 @@ def read_events(
     engine: Engine, run_id: str, *, upto_cycle: int | None = None
 ) -> list[dict[str, Any]]:
     """A run's events in the order they were first committed, as JSONL-shaped dicts."""
+    return list(iter_events(engine, run_id, upto_cycle=upto_cycle))
+
+
+STREAMED_ROWS = 500
+"""Rows fetched at a time when a whole log is streamed (`iter_events`)."""
+
+
+def iter_events(
+    engine: Engine, run_id: str, *, upto_cycle: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """`read_events`, streamed: a 10,000-cycle log is written out without being held whole."""
     query = select(events).where(events.c.run_id == run_id).order_by(events.c.id)
     if upto_cycle is not None:
         query = query.where(events.c.cycle <= upto_cycle)
     with engine.connect() as conn:
-        rows = conn.execute(query).mappings().all()
-    return [as_line(run_id, dict(r)) for r in rows]
+        rows = conn.execution_options(yield_per=STREAMED_ROWS).execute(query).mappings()
+        for row in rows:
+            yield as_line(run_id, dict(row))
 
 
 def rebuild_log(engine: Engine, storage: Storage, run_id: str) -> Path:
@@ -512,65 +524,102 @@ def rebuild_log(engine: Engine, storage: Storage, run_id: str) -> Path:
     path = log_path(storage, run_id)
     tmp = path.with_suffix(".jsonl.tmp")
     with open_private(tmp, "w") as fh:
-        for line in read_events(engine, run_id):
+        for line in iter_events(engine, run_id):
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
     os.replace(tmp, path)
     return path
 
 
 def sync_log(engine: Engine, storage: Storage, run_id: str) -> Path:
-    """Make the run's JSONL file hold exactly the database's events, in order.
+    """Make the run's JSONL file hold the database's events, in order.
 
     Lines are only ever appended after their events commit, so after a crash the file is
-    the database's events minus at most a tail: append that tail (cheap, however long
-    the run). Anything else (a file edited or lost) is rewritten from the database.
+    the database's events minus at most a tail: its last line is found in the database
+    (by its cycle, through the (run, cycle) index) and the events after it are appended.
+    That reads the file's last line and the missing events, never the whole log: a resume
+    at cycle 10,000 cost what one at cycle 10 does. A last line the database does not hold
+    (a file edited, foreign or truncated mid-line) has the file rewritten from the database.
     """
     path = log_path(storage, run_id)
     if not path.exists():
         return rebuild_log(engine, storage, run_id)
-    with path.open("rb") as fh:
-        have = sum(1 for _ in fh)
-    want = count_events(engine, run_id)
-    if have > want or not _last_line_matches(engine, run_id, path, have):
+    last = _last_line(path)
+    if last is None:
         return rebuild_log(engine, storage, run_id)
-    if have < want:
-        query = select(events).where(events.c.run_id == run_id).order_by(events.c.id).offset(have)
-        with engine.connect() as conn:
-            missing = [as_line(run_id, dict(r)) for r in conn.execute(query).mappings()]
+    after = _event_id_of(engine, run_id, last) if last else 0
+    if after is None:
+        return rebuild_log(engine, storage, run_id)
+    query = (
+        select(events).where(events.c.run_id == run_id, events.c.id > after).order_by(events.c.id)
+    )
+    with engine.connect() as conn:
+        missing = [as_line(run_id, dict(r)) for r in conn.execute(query).mappings()]
+    if missing:
         append_lines(storage, run_id, missing)
     return path
 
 
-def _last_line_matches(engine: Engine, run_id: str, path: Path, count: int) -> bool:
-    """Whether the file's last line is the database's event number `count`."""
-    if count == 0:
-        return True
+TAIL_BYTES = 1_000_000
+"""How much of the end of a log file is read to find its last line (one line is a few
+kilobytes; a model answer of hundreds of kilobytes has the file rebuilt instead)."""
+
+
+def _last_line(path: Path) -> dict[str, Any] | None:
+    """The file's last line as JSON, `{}` for an empty file, None if it cannot be read."""
+    size = path.stat().st_size
+    if size == 0:
+        return {}
     with path.open("rb") as fh:
-        fh.seek(max(0, path.stat().st_size - 1_000_000))
-        tail = fh.read().splitlines()
-    if not tail:
-        return False
+        fh.seek(max(0, size - TAIL_BYTES))
+        tail = fh.read()
+    if not tail.endswith(b"\n"):
+        return None  # cut mid-line
+    lines = tail.splitlines()
+    if not lines or (size > TAIL_BYTES and len(lines) < 2):
+        return None
     try:
-        last = json.loads(tail[-1])
+        line = json.loads(lines[-1])
     except ValueError:
-        return False
+        return None
+    return line if isinstance(line, dict) and line else None
+
+
+def _event_id_of(engine: Engine, run_id: str, line: dict[str, Any]) -> int | None:
+    """The id of the run's event that `line` shows, or None if the database has none."""
+    cycle = line.get("cycle_number")
+    if not isinstance(cycle, int) or isinstance(cycle, bool):
+        return None
     query = (
         select(events)
-        .where(events.c.run_id == run_id)
+        .where(
+            events.c.run_id == run_id,
+            events.c.cycle == cycle,
+            events.c.timestamp == str(line.get("timestamp")),
+        )
         .order_by(events.c.id)
-        .offset(count - 1)
-        .limit(1)
     )
     with engine.connect() as conn:
-        row = conn.execute(query).mappings().first()
-    return row is not None and as_line(run_id, dict(row)) == last
+        for row in conn.execute(query).mappings():
+            if as_line(run_id, dict(row)) == line:
+                return int(row["id"])
+    return None
 
 
 def count_events(
-    engine: Engine, run_id: str, *, key_prefix: str | None = None, event_type: str | None = None
+    engine: Engine,
+    run_id: str,
+    *,
+    key_prefix: str | None = None,
+    event_type: str | None = None,
+    cycle: int | None = None,
 ) -> int:
-    """How many of a run's events have keys starting with `key_prefix` / are of `event_type`."""
+    """How many of a run's events have keys starting with `key_prefix` / are of `event_type`.
+
+    With `cycle`, only that cycle's events are read (through the (run, cycle) index).
+    """
     query = select(func.count()).select_from(events).where(events.c.run_id == run_id)
+    if cycle is not None:
+        query = query.where(events.c.cycle == cycle)
     if key_prefix is not None:
         query = query.where(events.c.key.startswith(key_prefix, autoescape=True))
     if event_type is not None:

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine, delete, select
 
 from contreact.checkpoints.events import Intervention, ToolCall
 from contreact.checkpoints.keys import position_of
-from contreact.checkpoints.schema import cycles, events, memories
+from contreact.checkpoints.schema import cycles, events, memories, similarity_keys
 from contreact.checkpoints.statements import insert_ignore, upsert
 
 
@@ -102,6 +102,12 @@ def copy_history(conn: Connection, source: str, target: str, point: ForkPoint) -
         select(cycles).where(cycles.c.run_id == source, cycles.c.cycle < point.cycle)
     ).mappings():
         insert_ignore(conn, cycles, {**row, "run_id": target})
+    for row in conn.execute(
+        select(similarity_keys).where(
+            similarity_keys.c.run_id == source, similarity_keys.c.cycle < point.cycle
+        )
+    ).mappings():
+        insert_ignore(conn, similarity_keys, {**row, "run_id": target})
     for row in conn.execute(
         select(events)
         .where(events.c.run_id == source, events.c.cycle <= point.cycle)

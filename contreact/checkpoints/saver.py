@@ -27,6 +27,7 @@ from contreact.checkpoints.sqlite_file import (
     SQLITE_BUSY_TIMEOUT_MS,
     SQLITE_PRAGMAS,
     prepare_sqlite_file,
+    truncate_wal,
 )
 from contreact.checkpoints.storage import Storage
 
@@ -165,6 +166,7 @@ def open_saver(storage: Storage | None) -> Iterator[BaseCheckpointSaver[Any]]:
             saver.setup()
             yield saver
         finally:
+            truncate_wal(conn)
             conn.close()
         return
     with _postgres_saver().from_conn_string(storage.libpq_url) as pg_saver:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Engine,
     Float,
+    Index,
     Integer,
     MetaData,
     String,
@@ -59,13 +61,17 @@ events = Table(
     "contreact_events",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("run_id", String(200), nullable=False, index=True),
+    Column("run_id", String(200), nullable=False),
     Column("key", String(200), nullable=False),
     Column("cycle", Integer, nullable=False),
     Column("event_type", String(40), nullable=False),
     Column("timestamp", String(40), nullable=False),
     Column("payload", Text, nullable=False),
     UniqueConstraint("run_id", "key", name="uq_contreact_events_run_key"),
+    # A run's events by cycle (a cycle's errors, a report's window, a fork point): read
+    # through the index, not by scanning every event of the run. It serves run-only
+    # look-ups too, so the run_id index of older databases is dropped.
+    Index("ix_contreact_events_run_cycle", "run_id", "cycle"),
 )
 
 journal = Table(
@@ -113,6 +119,17 @@ cycles = Table(
     Column("advisory", Text, nullable=True),
 )
 
+similarity_keys = Table(
+    "contreact_similarity_keys",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("key", BigInteger, primary_key=True, autoincrement=False),
+    Column("cycle", Integer, primary_key=True, autoincrement=False),
+    sqlite_with_rowid=False,
+)
+"""The similarity monitor's index: each reflection's locality-sensitive hash keys
+(`nodes.similarity.index_keys`), so the reflections that resemble a new one are found by
+key, not by comparing it with every earlier one (see `checkpoints.similarity_index`)."""
 
 pei = Table(
     "contreact_pei",
@@ -189,12 +206,36 @@ def ensure_schema(engine: Engine) -> None:
         pass  # a new database, or one made before the fingerprint existed
     metadata.create_all(engine)
     _add_missing_columns(engine)
+    _update_indexes(engine)
     try:
         with engine.begin() as conn:
             conn.execute(delete(schema_marks))
             conn.execute(insert(schema_marks).values(fingerprint=fingerprint))
     except DBAPIError:
         pass  # another process marked it at the same moment
+
+
+_DROPPED_INDEXES = {"contreact_events": ("ix_contreact_events_run_id",)}
+"""Indexes an older contreact made that a newer one covers (dropped: each costs bytes per row)."""
+
+
+def _update_indexes(engine: Engine) -> None:
+    """Create the indexes a table made by an older contreact lacks, drop superseded ones.
+
+    `create_all` makes indexes only with the tables it creates.
+    """
+    existing = inspect(engine)
+    for table in metadata.sorted_tables:
+        if not existing.has_table(table.name):
+            continue
+        present = {i["name"] for i in existing.get_indexes(table.name)}
+        for index in table.indexes:
+            if index.name not in present:
+                index.create(engine, checkfirst=True)
+        for name in _DROPPED_INDEXES.get(table.name, ()):
+            if name in present:
+                with engine.begin() as conn:
+                    conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
 
 
 def _add_missing_columns(engine: Engine) -> None:

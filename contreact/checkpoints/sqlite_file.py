@@ -22,16 +22,44 @@ SQLITE_BUSY_TIMEOUT_MS = int(os.environ.get("CONTREACT_SQLITE_BUSY_TIMEOUT_MS") 
 (with one line naming the file); the environment variable shortens it for tests."""
 
 
+WAL_KEPT_BYTES = 1 << 20
+"""The most a write-ahead log keeps of its file once a checkpoint has emptied it
+(`journal_size_limit`): without a limit SQLite reuses the file at the largest size it
+ever reached, up to the 1,000 pages of its automatic checkpoint (8 MB here)."""
+
 SQLITE_PRAGMAS = (
     "PRAGMA journal_mode=WAL",
     f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
     "PRAGMA synchronous=NORMAL",
+    f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}",
 )
 """Every SQLite connection contreact opens (SQLAlchemy, the CLI's saver, Studio's saver).
 
 WAL lets readers (status, Studio) run beside a writer; the busy timeout turns short lock
 waits between concurrent runs into waits instead of errors; synchronous=NORMAL in WAL
-survives kill -9 (only power loss can drop the tail)."""
+survives kill -9 (only power loss can drop the tail); the size limit trims a log that a
+checkpoint emptied (see `WAL_KEPT_BYTES`)."""
+
+CLOSING_BUSY_TIMEOUT_MS = 200
+"""How long the closing checkpoint waits for another process's reader or writer before
+it leaves the log to that process (whose own close folds it in)."""
+
+
+def truncate_wal(conn: sqlite3.Connection) -> bool:
+    """Fold the write-ahead log into the database file and empty it; True if it could.
+
+    SQLite does this by itself when the last connection to the file closes, but not when
+    another process (a second run, `batch --status`, Studio) still has the file open:
+    then a finished run left its log behind at whatever size it had grown to. Called on
+    a connection about to close, so its busy timeout is shortened for good: a checkpoint
+    another process blocks is that process's to finish, not worth a wait at exit.
+    """
+    try:
+        conn.execute(f"PRAGMA busy_timeout={CLOSING_BUSY_TIMEOUT_MS}")
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.Error:
+        return False
+    return bool(busy == 0)
 
 
 def tune_sqlite(dbapi_conn: Any, _record: Any) -> None:

@@ -17,6 +17,7 @@ from contreact.cli import (  # noqa: F401 - each module registers its commands
     research,
     runs,
     stub,
+    vacuum,
 )
 from contreact.cli.app import app
 

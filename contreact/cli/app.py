@@ -177,7 +177,10 @@ _STORAGE_PARAM = "storage_option"
 def guarded(action: Callable[[], object]) -> None:
     """Run a command body, turning known errors into one line and an exit code."""
     try:
-        action()
+        try:
+            action()
+        finally:
+            close_databases()
     except typer.Exit:
         raise
     except BrokenPipeError:
@@ -196,6 +199,18 @@ def guarded(action: Callable[[], object]) -> None:
         fail(f"unexpected error: {detail(exc)} (rerun with --debug for the traceback)", 1)
 
 
+def close_databases() -> None:
+    """Close the databases the command opened, before its process exits.
+
+    Left to the interpreter's exit, a SQLite file's write-ahead log survived the command
+    whenever another process had the file open (see `checkpoints.engines.dispose_engines`).
+    A command that never touched the database layer has not loaded it, and skips this.
+    """
+    engines = sys.modules.get("contreact.checkpoints.engines")
+    if engines is not None:
+        engines.dispose_engines()
+
+
 def _storage_fault(exc: Exception) -> StorageFault | None:
     """`exc` as a one-line database or disk fault, if it is one."""
     if _is(exc, "contreact.checkpoints.storage_faults", "StorageFault"):
@@ -206,6 +221,24 @@ def _storage_fault(exc: Exception) -> StorageFault | None:
         return fault_of(storage(), exc)
     except Exception:  # noqa: BLE001 - no storage to name: not a storage fault to tell
         return None
+
+
+MANY = 2**31 - 1
+"""The end of an open cycle range (`--cycles 9000-`): the largest cycle number a database
+column holds (PostgreSQL's INTEGER); larger numbers given are taken as this one."""
+
+
+def cycle_span(text: str) -> tuple[int, int]:
+    """`A-B`, `A-` or `N` as an inclusive range of cycle numbers (1 or more, A <= B)."""
+    first, dash, last = text.strip().partition("-")
+    try:
+        low = int(first)
+        high = (int(last) if last.strip() else MANY) if dash else low
+    except ValueError:
+        raise BadInputError(f"--cycles takes A-B, A- or N (cycle numbers), got {text!r}") from None
+    if not 1 <= low <= high:
+        raise BadInputError(f"--cycles {text}: a range starts at 1 or later and ends after it")
+    return min(low, MANY), min(high, MANY)
 
 
 def storage(config_dir: str | None = None, config_url: str | None = None) -> Storage:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from contreact.cli.app import BadInputError, command, err, fail, out, storage
+from contreact.cli.app import MANY, BadInputError, command, cycle_span, err, fail, out, storage
 from contreact.cli.output import emit_json, emit_table
 
 if TYPE_CHECKING:
@@ -241,6 +241,13 @@ def report(
         bool,
         typer.Option("--lexical", help="TF-IDF similarity heatmaps, never an embedding model."),
     ] = False,
+    cycles: Annotated[
+        str | None,
+        typer.Option(
+            "--cycles",
+            help="Only cycles A-B (or A-, or B) in the per-cycle table, plots and heatmaps.",
+        ),
+    ] = None,
 ) -> None:
     """Write tables (CSV, Markdown), plots (PNG) and one self-contained HTML report."""
     from contreact.analysis.report import build_report
@@ -259,7 +266,10 @@ def report(
         title = f"contreact report: run {chosen[0].run_id}"
     else:
         title = f"contreact report: {len(chosen)} runs"
-    files = build_report(where, chosen, target, title=title, lexical=lexical)
+    span = cycle_span(cycles) if cycles is not None else None
+    if span is not None:
+        title += f", cycles {span[0]}-{span[1] if span[1] < MANY else ''}"
+    files = build_report(where, chosen, target, title=title, lexical=lexical, cycles=span)
     out.print(f"Report of {len(chosen)} run(s) in {files.out_dir}", markup=False)
     out.print(f"  {files.html}", markup=False)
     out.print(f"  {files.markdown}", markup=False)

@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from contreact.cli.app import BadInputError, command, finish, out, sqlite_folder, storage
+from contreact.cli.app import (
+    MANY,
+    BadInputError,
+    command,
+    cycle_span,
+    finish,
+    out,
+    sqlite_folder,
+    storage,
+)
 from contreact.cli.output import emit_json, emit_table
 from contreact.server_numbers import number
 from contreact.terminal_text import visible
@@ -253,21 +262,27 @@ def _shown(value: object) -> str:
 def show(
     run_id: Annotated[str, typer.Argument(help="The run.")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    cycles: Annotated[
+        str | None, typer.Option("--cycles", help="Only cycles A-B (or A-, or N).")
+    ] = None,
 ) -> None:
     """Show a run's reflections and metrics, cycle by cycle."""
-    from contreact.checkpoints.cycles import cycle_records
+    from contreact.checkpoints.cycles import iter_cycle_records
     from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.registry import get_run
 
+    span = cycle_span(cycles) if cycles is not None else (1, MANY)
     engine = engine_for(storage())
     get_run(engine, run_id)
-    records = cycle_records(engine, run_id)
+    # Streamed: a 10,000-cycle run is printed as it is read, never held whole.
+    before = None if span[1] >= MANY else span[1] + 1
+    records = iter_cycle_records(engine, run_id, since=span[0], before=before)
     if as_json:
         emit_json([asdict(r) for r in records])
         return
-    if not records:
-        out.print(f"Run {run_id} has no completed cycles yet.")
+    shown = 0
     for r in records:
+        shown += 1
         m = r.metrics
         flags = escape(visible(f" [{', '.join(r.flags)}]")) if r.flags else ""
         out.print(f"[bold]Cycle {r.cycle}[/]{flags}")
@@ -280,6 +295,9 @@ def show(
             + (f" · similarity {r.similarity:.2f}" if r.similarity is not None else "")
             + "[/]\n"
         )
+    if not shown:
+        where = "" if cycles is None else f" in cycles {cycles}"
+        out.print(f"Run {run_id} has no completed cycles{where} yet.", markup=False)
 
 
 @command()

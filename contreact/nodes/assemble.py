@@ -20,7 +20,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.cycles import Note, earlier_notes
+from contreact.checkpoints.cycles import Note, NoteTail, recent_notes
 from contreact.checkpoints.events import ContextTrim, CycleStart, Event, RunStart
 from contreact.checkpoints.events import Extensions as ExtensionsRecord
 from contreact.checkpoints.events import Intervention as InterventionEvent
@@ -41,7 +41,7 @@ from contreact.tools.registry import TOOL_SCHEMAS
 
 def prompt_of(
     state: AgentState,
-    notes: Sequence[Note],
+    notes: NoteTail,
     *,
     text_tools: bool,
     reflection_schema: Mapping[str, Any] | None = None,
@@ -55,15 +55,17 @@ def prompt_of(
 
     Args:
         state: The run's state after this node's update.
-        notes: The notes of the cycles before `state.cycle`.
+        notes: The newest notes of the cycles before `state.cycle`, reaching back to
+            `state.reflections_from` (`notes_for_prompt`).
         text_tools: Describe the tools in the system prompt (models without native tools).
         reflection_schema: Ask for structured (JSON) reflections fitting it; None: text.
         tool_schemas: The run's tools (`nodes.hooks`); None: the six built-ins.
     """
     return build_prompt(
-        notes,
+        notes.notes,
         state.messages,
         first_cycle=state.reflections_from,
+        older=notes.older,
         advisory=state.advisory,
         task=state.task,
         text_tools=text_tools,
@@ -76,24 +78,62 @@ TOOLS_TOKENS = estimate_tokens(json.dumps(TOOL_SCHEMAS))
 """What the tool definitions cost in the prompt (Ollama renders them into it)."""
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=16384)
 def note_tokens(note: Note, tasked: bool) -> int:
     """What one earlier note costs in the prompt.
 
-    Every step estimates every earlier note; notes never change, so each is estimated
-    once per process instead of once per step (which grew with the run).
+    Notes never change, so each is estimated once per process (keyed by the note, its
+    text's hash included) instead of at every step.
     """
     return estimate_tokens(reflections_section([note], tasked=tasked))
 
 
-@lru_cache(maxsize=16)
-def notes_tokens(notes: tuple[Note, ...], tasked: bool) -> tuple[int, ...]:
-    """`note_tokens` of each note, for the tuple `earlier_notes` hands every step of a cycle.
+def reach_chars(budget: int) -> int:
+    """Reflection characters that surely cost more than `budget` tokens.
 
-    That tuple is the same at every step of a cycle, so the list is made once per cycle,
-    not once per step (hundreds of look-ups per step in a long run).
+    The estimate (`text.tokens`) counts at least one token per 4 characters of any
+    script, and a note costs at least its reflection's estimate: notes older than this
+    many characters back can never be shown, so they are never read.
     """
-    return tuple(note_tokens(n, tasked) for n in notes)
+    return 4 * max(budget, 0) + 4
+
+
+def notes_for_prompt(ctx: Context, run_id: str, cycle: int, since: int | None = None) -> NoteTail:
+    """The newest notes before `cycle` that a prompt of `ctx`'s window could show."""
+    budget = ctx.num_ctx - ctx.limits.output_reserve_tokens
+    chars = reach_chars(budget)
+    return recent_notes(engine_of(ctx), run_id, before=cycle, chars=chars, since=since)
+
+
+_reached: list[tuple[tuple[Any, ...], tuple[NoteTail, tuple[int, ...]]]] = []
+"""The last `in_reach` answer and what it was asked: every step of a cycle asks the same."""
+
+
+def in_reach(notes: NoteTail, budget: int, tasked: bool) -> tuple[NoteTail, tuple[int, ...]]:
+    """The newest notes up to the first whose cost passes `budget`, and their token costs.
+
+    Walking back from the newest note touches only the notes a prompt could show (plus
+    the one that does not fit), whatever the length of the run: a note beyond them could
+    only be left out.
+    """
+    # Keyed by the tail's identity (the cached tuple, held here so its id stays unique).
+    asked = (notes.notes, notes.older, budget, tasked)
+    last = _reached[0] if _reached else None  # one read: another run's thread may replace it
+    if last is not None and last[0][0] is notes.notes and last[0][1:] == asked[1:]:
+        return last[1]
+    costs: list[int] = []
+    total = 0
+    for note in reversed(notes.notes):
+        cost = note_tokens(note, tasked)
+        costs.append(cost)
+        total += cost
+        if total > budget:
+            break
+    kept = len(costs)
+    shown = notes.notes[len(notes.notes) - kept :]
+    answer = NoteTail(notes.older + len(notes.notes) - kept, shown), tuple(reversed(costs))
+    _reached[:] = [(asked, answer)]
+    return answer
 
 
 def run_start(
@@ -151,8 +191,11 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         update["messages"] = messages
         update["cycle_started"] = time.time()
 
-    earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
     budget = ctx.num_ctx - ctx.limits.output_reserve_tokens
+    tail, per_reflection = in_reach(
+        notes_for_prompt(ctx, ledger.run_id, cycle), budget, bool(state.task)
+    )
+    earlier = tail.notes
     text_tools = tool_mode == "text"
     schemas = extensions.toolset.schemas
     fixed = estimate_tokens(
@@ -167,7 +210,6 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     )
     if not text_tools and tools_offered(state.stats, ctx):
         fixed += TOOLS_TOKENS if schemas is TOOL_SCHEMAS else estimate_tokens(json.dumps(schemas))
-    per_reflection = notes_tokens(earlier, bool(state.task))
     trim = plan_trim(messages, fixed + sum(per_reflection), budget)
     omitted = 0
     if not trim.fits:

@@ -20,13 +20,12 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.cycles import earlier_notes
 from contreact.checkpoints.events import Error, Event, LlmInvocation, count_events
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.transactions import Tx
 from contreact.graph.state import AgentState, Context, CycleStats, StateUpdate
 from contreact.nodes.answer_health import answer_flags
-from contreact.nodes.assemble import prompt_of
+from contreact.nodes.assemble import notes_for_prompt, prompt_of
 from contreact.nodes.budgets import tools_offered
 from contreact.nodes.hooks import extensions_of
 from contreact.nodes.ollama_client import (
@@ -39,7 +38,7 @@ from contreact.nodes.ollama_client import (
     with_retries,
     within_deadline,
 )
-from contreact.nodes.step import engine_of, ledger_of, node
+from contreact.nodes.step import ledger_of, node
 from contreact.nodes.storable import storable
 from contreact.nodes.tool_mode import is_no_tools_error
 from contreact.server_numbers import added, checked_fields, dropped_on_this_call
@@ -323,7 +322,7 @@ def _call_and_log(
 ) -> tuple[dict[str, Any], LlmInvocation]:
     """Call the model; its record and LLM_INVOCATION payload (a failure is logged as ERROR)."""
     cycle, step_no = state.cycle, state.stats["steps"]
-    earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
+    earlier = notes_for_prompt(ctx, ledger.run_id, cycle, since=state.reflections_from)
     mode = state.tool_mode or "native"
     schemas = extensions_of(ctx).toolset.schemas
 
@@ -351,7 +350,7 @@ def _call_and_log(
             record = call_model(ctx, prompt, with_tools, schemas=schemas)
     except ModelCallError as error:
         prefix = keys.model_error_prefix(cycle, step_no)
-        n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix)
+        n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix, cycle=cycle)
         ledger.emit(
             Event(
                 cycle,

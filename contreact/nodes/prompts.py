@@ -188,6 +188,7 @@ def build_prompt(
     messages: Sequence[AnyMessage],
     *,
     first_cycle: int = 1,
+    older: int = 0,
     advisory: str | None = None,
     task: str | None = None,
     text_tools: bool = False,
@@ -196,14 +197,15 @@ def build_prompt(
 ) -> list[BaseMessage]:
     """The exact message list sent to the model: one system message, then the cycle.
 
-    Notes of cycles before `first_cycle` are left out (they did not fit `num_ctx`).
+    Notes of cycles before `first_cycle` are left out (they did not fit `num_ctx`), as
+    are the `older` notes before `notes` (never read: see `checkpoints.cycles.recent_notes`).
     """
     shown = [n for n in notes if n.cycle >= first_cycle]
     system = system_text(
         shown,
         advisory=advisory,
         task=task,
-        omitted=len(notes) - len(shown),
+        omitted=older + len(notes) - len(shown),
         text_tools=text_tools,
         reflection_schema=reflection_schema,
         tool_schemas=tool_schemas,

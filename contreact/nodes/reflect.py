@@ -14,35 +14,53 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.cycles import CycleRecord, earlier_notes, insert_cycle
+from contreact.checkpoints.cycles import CycleRecord, insert_cycle, recent_notes
 from contreact.checkpoints.events import CycleEnd, Event, RunEnd, Similarity
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.registry import complete_studio_run
+from contreact.checkpoints.similarity_index import insert_keys, similar_notes
 from contreact.checkpoints.transactions import Tx
 from contreact.graph.state import AgentState, Context, StateUpdate, fresh_cycle
 from contreact.nodes.hooks import extensions_of
 from contreact.nodes.reflection_format import Accepted, check_reflection, prose_of
-from contreact.nodes.similarity import EMBED_TIMEOUT_S, SimilarityReport, assess
+from contreact.nodes.similarity import EMBED_TIMEOUT_S, SimilarityReport, assess, index_keys
 from contreact.nodes.step import engine_of, ledger_of, node, run_id_of
 from contreact.tools.memory import count_keys
 
 
-def _similarity(state: AgentState, ctx: Context, ledger: Ledger) -> SimilarityReport | None:
+def _similarity(
+    conn: Tx, state: AgentState, ctx: Context, ledger: Ledger
+) -> tuple[SimilarityReport | None, list[int]]:
+    """The monitor's verdict, and the index keys to store with the cycle.
+
+    Compared: the `similarity.recent` newest earlier reflections, and the older ones
+    that share an index key with this one (the newest `similarity.per_key` per key) -
+    a bounded set, found without reading the past (`checkpoints.similarity_index`).
+    """
     if not ctx.similarity.enabled:
-        return None
-    earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=state.cycle)
+        return None, []
+    settings = ctx.similarity
     # Structured notes are compared by their words: shared field names are no likeness.
     words = prose_of if ctx.reflection_schema is not None else str
+    text = words(state.final_text)
+    keys = index_keys(text)
+    tail = recent_notes(engine_of(ctx), ledger.run_id, before=state.cycle, count=settings.recent)
+    recent = tail.notes[-settings.recent :]
+    older = []
+    if tail.older or len(tail.notes) > len(recent):
+        older = similar_notes(
+            conn, ledger.run_id, keys, before=recent[0].cycle, per_key=settings.per_key
+        )
     return assess(
-        words(state.final_text),
-        [(n.cycle, words(n.reflection)) for n in earlier],
+        text,
+        [(n.cycle, words(n.reflection)) for n in [*older, *recent]],
         moderate=ctx.similarity.moderate,
         high=ctx.similarity.high,
         lexical=(ctx.similarity.lexical_moderate, ctx.similarity.lexical_high),
         embedding_model=ctx.similarity.embedding_model,
         host=ctx.host,
         timeout_s=min(ctx.ollama.timeout_s, EMBED_TIMEOUT_S),
-    )
+    ), keys
 
 
 def structured_fields(text: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -81,13 +99,14 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     extensions = extensions_of(ctx)
 
     def act(conn: Tx) -> tuple[dict[str, Any], list[Event]]:
-        report = _similarity(state, ctx, ledger)
+        report, index = _similarity(conn, state, ctx, ledger)
         metrics: dict[str, Any] = {
             **state.stats,
             "reflection_chars": len(text),
             "final_memory_keys": count_keys(conn, ledger.run_id),
         }
         advisory = report.advisory if report else None
+        insert_keys(conn, ledger.run_id, cycle, index)
         insert_cycle(
             conn,
             ledger.run_id,

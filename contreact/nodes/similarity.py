@@ -20,14 +20,23 @@ threshold is the midpoint of the gap it separates, rounded (moderate (0.18+0.34)
 0.29 (a gap of 0.03); character n-grams leave a gap of 0.17. The similarity tests
 re-score the set and fail if a pair falls on the wrong side.
 
+The monitor's cost does not grow with the run: a reflection is compared with the
+`similarity.recent` newest earlier ones and with the older ones that share one of its 16
+MinHash keys (`index_keys`, stored per cycle by `checkpoints.similarity_index`; the newest
+`similarity.per_key` per key), at most 264 texts whose n-grams are counted once per
+process. Up to `recent` cycles that is every earlier reflection, as before; the idf is
+smoothed over the texts compared, as ever, and the calibration (pairs scored alone) holds.
+
 The reports' full matrices (`analysis.similarity`) use the same n-grams and embeddings.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import threading
+import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -260,6 +269,54 @@ def lexical_scores(reflection: str, earlier: Sequence[tuple[int, str]]) -> list[
         cosine = dot / (query_norm * norm) if query_norm and norm else 0.0
         scores.append((cycle, round(max(-1.0, min(1.0, cosine)), 4)))
     return scores
+
+
+INDEX_BANDS = 16
+"""MinHash bands per reflection: each band is one index key (`checkpoints.similarity_index`)."""
+_BAND_ROWS = 2
+
+
+def _constants(tag: str) -> np.ndarray:
+    # Derived from fixed strings, not a random generator (whose streams may change between
+    # numpy versions): keys are stored, and must match across processes and versions.
+    return np.array(
+        [
+            int.from_bytes(hashlib.blake2b(f"{tag}{i}".encode(), digest_size=8).digest(), "little")
+            for i in range(INDEX_BANDS * _BAND_ROWS)
+        ],
+        np.uint64,
+    )
+
+
+# Odd multipliers make `a*h + b` (mod 2**64) a permutation.
+_HASH_A = _constants("contreact-minhash-a") | np.uint64(1)
+_HASH_B = _constants("contreact-minhash-b")
+
+
+def index_keys(text: str) -> list[int]:
+    """The locality-sensitive keys of a reflection: one per MinHash band of its n-grams.
+
+    Two texts share a band's key when the minimum hashes of their character n-gram sets
+    (`char_ngrams`) agree on both of its rows, which happens with probability J² for a
+    Jaccard similarity J: over 16 bands, a pair with J = 0.5 shares a key with
+    probability 0.99, J = 0.3 with 0.78, J = 0.1 with 0.15. So the reflections that
+    resemble a new one are found by key among all earlier ones, without comparing it
+    with each of them. Signed 64-bit integers (a database BIGINT); [] for an empty text.
+    """
+    grams = char_ngrams(text)
+    if not grams:
+        return []
+    # CRC-32: deterministic across processes (unlike `hash`), and 8x faster than blake2b.
+    hashes = np.fromiter((zlib.crc32(g.encode()) for g in grams), np.uint64, len(grams))
+    # Multiply-shift hashing: wraps mod 2**64 by design; the high half is the hash.
+    with np.errstate(over="ignore"):
+        mins = ((hashes[:, None] * _HASH_A + _HASH_B) >> np.uint64(32)).min(axis=0)
+    keys = []
+    for band in range(INDEX_BANDS):
+        rows = mins[band * _BAND_ROWS : (band + 1) * _BAND_ROWS]
+        digest = hashlib.blake2b(bytes([band]) + rows.tobytes(), digest_size=8).digest()
+        keys.append(int.from_bytes(digest, "little", signed=True))
+    return keys
 
 
 _CACHE_LIMIT = 4096

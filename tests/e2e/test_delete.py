@@ -96,6 +96,7 @@ def test_delete_removes_the_run_and_only_it(tmp_path: Path, backend: Backend) ->
         "contreact_journal",
         "contreact_memories",
         "contreact_cycles",
+        "contreact_similarity_keys",
         "checkpoints",
     ):
         assert before_doomed[name] > 0 and before_kept[name] > 0, name

@@ -93,6 +93,40 @@ def test_every_earlier_reflection_is_in_the_prompt_and_an_advisory_lasts_one_cyc
     assert advisory not in last, "the advisory must not outlive the cycle after it"
 
 
+def test_an_old_near_duplicate_beyond_the_recent_window_is_found_by_the_index(
+    tmp_path: Path,
+) -> None:
+    """Past `similarity.recent` reflections the index, not a scan, finds a repetition."""
+    from contreact.checkpoints.events import read_events
+
+    plan = "I stored my thoughts on recursion under the key topic-3, then listed my keys."
+    notes = [
+        plan,
+        "Drafted a haiku about tides: moon pulls water, shoreline breathes, gulls wait.",
+        "Quantum chess openings differ entirely from classical ones, I learned today.",
+        "Baking bread needs patience; the dough rose twice before the oven was ready.",
+        plan.replace("topic-3", "topic-4"),
+    ]
+    chat = model(*notes)
+    ctx = Context(
+        model="fake",
+        chat_model=chat,
+        storage={"data_dir": str(tmp_path / "runs")},
+        similarity={"recent": 2},
+    )
+    with compiled(ctx) as graph:
+        final = graph.invoke(start("index", 5), {"configurable": {"thread_id": "t-i"}}, context=ctx)
+    assert final["status"] == "completed"
+    (fifth,) = [
+        e["payload"]
+        for e in read_events(engine_for(ctx.store), "index")
+        if e["event_type"] == "SIMILARITY" and e["cycle_number"] == 5
+    ]
+    assert fifth["most_similar_cycle"] == 1 and fifth["level"] == "high"
+    # Cycles 3 and 4 (the window) and cycle 1 (found by key); cycle 2 shares no key.
+    assert [s["cycle"] for s in fifth["scores"]] == [1, 3, 4] and fifth["compared"] == 3
+
+
 def test_time_travel_with_an_edit_calls_the_model_and_keeps_the_original(tmp_path: Path) -> None:
     first = model(
         tool("write", key="plan", value="plan one"),
@@ -166,9 +200,8 @@ def test_studio_context_defaults_are_the_configs() -> None:
 
 def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
     """Every model call receives `prompt_of` the state assemble left, message for message."""
-    from contreact.checkpoints.cycles import earlier_notes
     from contreact.graph.state import AgentState
-    from contreact.nodes.assemble import prompt_of
+    from contreact.nodes.assemble import notes_for_prompt, prompt_of
 
     chat = model("Note one.", tool("write", key="k", value="v"), tool("list"), "Note two.")
     ctx = context(tmp_path, chat)
@@ -179,9 +212,7 @@ def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
             AgentState(**s.values) for s in graph.get_state_history(thread) if s.next == ("invoke",)
         ][::-1]
     assert len(before_invoke) == len(chat.prompts) == 4
-    engine = engine_for(ctx.store)
     for state, sent in zip(before_invoke, chat.prompts, strict=True):
-        built = prompt_of(
-            state, earlier_notes(engine, "seam", before=state.cycle), text_tools=False
-        )
+        notes = notes_for_prompt(ctx, "seam", state.cycle, since=state.reflections_from)
+        built = prompt_of(state, notes, text_tools=False)
         assert [(m.type, m.content) for m in sent] == [(m.type, m.content) for m in built]

@@ -169,6 +169,28 @@ def test_fit_history_leaves_out_oldest_steps_then_oldest_cycles() -> None:
     assert omitted.describe().startswith("left out: steps of cycles 3; cycles 1-2 entirely")
 
 
+def test_a_long_history_sends_its_first_cycles_an_even_sample_and_its_last() -> None:
+    cycles = 2000
+    messages, omitted = fit_history(history(cycles), "PEI?", 8192)
+    sent = sorted(int(str(m.content).split()[1]) for m in messages if "begins." in str(m.content))
+    assert omitted.tokens <= omitted.budget
+    assert omitted.steps_of_cycles == sent and len(omitted.cycles) == cycles - len(sent)
+    assert sent[:3] == [1, 2, 3] and sent[-1] == cycles
+    # The newest cycles: a contiguous block ending at the last, about half the budget.
+    block = len(sent) - next(i for i in range(len(sent) - 1, 0, -1) if sent[i - 1] != sent[i] - 1)
+    newest = sent[-block:]
+    assert newest == list(range(cycles - block + 1, cycles + 1)) and block > 10
+    # Between the first three and the newest: evenly spaced, across the whole span.
+    middle = [c for c in sent if 3 < c < newest[0]]
+    gaps = [b - a for a, b in zip(middle, middle[1:], strict=False)]
+    assert len(middle) > 10 and max(gaps) - min(gaps) <= 1
+    assert middle[0] - 3 <= max(gaps) and newest[0] - middle[-1] <= max(gaps)
+    kept = f"first 3 + {len(middle)} of the {newest[0] - 4} between, evenly spaced"
+    assert omitted.kept == f"{kept} + last {len(newest)}"
+    assert f"entirely (sent: {kept}" in omitted.describe()
+    assert "..." in omitted.describe()  # the spans of what was left out are cut short
+
+
 # ------------------------------------------------------------------------- agreement
 
 SHROUT_FLEISS = [

@@ -25,7 +25,7 @@ from contreact.analysis.pei.history import Omitted, fit_history, run_history
 from contreact.analysis.pei.instrument import instrument_sha, load_instrument
 from contreact.analysis.pei.results import PeiResult, pei_run_id, save_result, stored_result
 from contreact.analysis.runs import AnalysisInputError
-from contreact.checkpoints.cycles import cycle_records
+from contreact.checkpoints.cycles import last_cycle
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import utc_now
 from contreact.checkpoints.registry import RunRecord
@@ -112,13 +112,13 @@ def rateable(engine: Engine, runs: Sequence[RunRecord]) -> tuple[dict[str, int],
                 )
             )
             continue
-        done = cycle_records(engine, run.run_id)
-        if not done:
+        done = last_cycle(engine, run.run_id)
+        if done is None:
             skipped.append(
                 PeiSkipped(run.run_id, f"run {run.run_id} has no finished cycle to rate")
             )
             continue
-        last[run.run_id] = done[-1].cycle
+        last[run.run_id] = done
     return last, skipped
 
 
@@ -281,15 +281,15 @@ def set_level(storage: Storage, run: RunRecord, evaluator: str, level: int) -> P
     if not 1 <= level <= 10:
         raise AnalysisInputError(f"a PEI level is 1-10, got {level}")
     engine = engine_for(storage)
-    done = cycle_records(engine, run.run_id)
-    if not done:
+    done = last_cycle(engine, run.run_id)
+    if done is None:
         raise AnalysisInputError(f"run {run.run_id} has no finished cycle to rate")
     stored = stored_result(engine, run.run_id, evaluator)
     result = PeiResult(
         run_id=run.run_id,
         evaluator=evaluator,
         fork_run_id=pei_run_id(run.run_id, evaluator),
-        at_cycle=stored.at_cycle if stored else done[-1].cycle,
+        at_cycle=stored.at_cycle if stored else done,
         level=level,
         reason="",
         answer=stored.answer if stored else "",

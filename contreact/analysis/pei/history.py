@@ -104,6 +104,9 @@ class Omitted:
     """The estimated prompt tokens of what was sent."""
     budget: int
     """`pei.num_ctx` minus the answer reserve."""
+    kept: str = ""
+    """Which whole cycles were sent when some were left out, in words (see `fit_history`);
+    empty when none were (and in ratings stored before the rule existed)."""
 
     @property
     def anything(self) -> bool:
@@ -114,22 +117,34 @@ class Omitted:
         """One line for tables: what was left out, or that the whole history was sent."""
         parts = []
         if self.steps_of_cycles:
-            parts.append(f"steps of cycles {_spans(self.steps_of_cycles)}")
+            parts.append(f"steps of cycles {_spans(self.steps_of_cycles, SHOWN_SPANS)}")
         if self.cycles:
-            parts.append(f"cycles {_spans(self.cycles)} entirely")
+            parts.append(f"cycles {_spans(self.cycles, SHOWN_SPANS)} entirely")
+            if self.kept:
+                parts[-1] += f" (sent: {self.kept})"
         if not parts:
             return f"whole history (~{self.tokens} of {self.budget} tokens)"
         return f"left out: {'; '.join(parts)} (~{self.tokens} of {self.budget} tokens)"
 
 
-def _spans(numbers: Sequence[int]) -> str:
+SHOWN_SPANS = 4
+"""Runs of cycle numbers a one-line description names before it counts the rest."""
+
+
+def _spans(numbers: Sequence[int], most: int | None = None) -> str:
     spans: list[str] = []
     for n in sorted(numbers):
         if spans and spans[-1].split("-")[-1] == str(n - 1):
             spans[-1] = f"{spans[-1].split('-')[0]}-{n}"
         else:
             spans.append(str(n))
+    if most is not None and len(spans) > most:
+        return ", ".join(spans[: most - 1]) + f", ... {spans[-1]}"
     return ", ".join(spans)
+
+
+FIRST_CYCLES = 3
+"""Whole cycles kept from the start of a history too long to send whole: how it began."""
 
 
 def fit_history(
@@ -137,49 +152,104 @@ def fit_history(
 ) -> tuple[list[BaseMessage], Omitted]:
     """The messages to send (system, history, instrument) within `num_ctx`, and what was left out.
 
-    The rule (see the module docstring): working steps of the oldest cycles first, then
-    whole cycles oldest first; the system prompt, the instrument and the last cycle's
-    reflection always stay.
+    The rule, in this order until the estimate fits `num_ctx` minus the answer reserve:
+
+    1. the working steps (tool calls, results, corrective turns) of the oldest cycles,
+       keeping each cycle's opening turn and reflection;
+    2. then whole cycles. The last cycle always stays, then the first `FIRST_CYCLES`
+       (while they fit), then the newest cycles, newest first, in half of what is left,
+       and from the cycles between, an evenly spaced sample in the rest: the evaluator
+       reads how the life began, how it went on, and where it ended.
+
+    The system prompt and the instrument always stay. Each message's tokens are
+    estimated once, so a 10,000-cycle history is fitted in time linear in its length.
     """
     budget = max(0, num_ctx - ANSWER_RESERVE_TOKENS)
     system = SystemMessage(history.system)
     question = HumanMessage(instrument)
     cycles = history.cycles
-    cost = {id(m): message_tokens(m) for c in cycles for m in (*c.opening, *c.steps, *c.final)}
+
+    def cost(messages: Sequence[BaseMessage]) -> int:
+        return sum(message_tokens(m) for m in messages)
+
+    bare = [cost(c.opening) + cost(c.final) for c in cycles]
+    steps = [cost(c.steps) for c in cycles]
     fixed = message_tokens(system) + message_tokens(question)
+    tokens = fixed + sum(bare) + sum(steps)
     no_steps: set[int] = set()
-    dropped: set[int] = set()
-
-    def total() -> int:
-        tokens = fixed
-        for c in cycles:
-            if c.cycle in dropped:
-                continue
-            kept = (
-                [*c.opening, *c.final] if c.cycle in no_steps else [*c.opening, *c.steps, *c.final]
-            )
-            tokens += sum(cost[id(m)] for m in kept)
-        return tokens
-
-    tokens = total()
-    for c in cycles:
+    for i, c in enumerate(cycles):
         if tokens <= budget:
             break
         if c.steps:
             no_steps.add(c.cycle)
-            tokens = total()
-    for c in cycles[:-1]:
-        if tokens <= budget:
-            break
-        dropped.add(c.cycle)
-        tokens = total()
+            tokens -= steps[i]
+    sent: Sequence[int] = range(len(cycles))
+    kept = ""
+    if tokens > budget and cycles:
+        # Every step is left out by now: what is left to choose is whole cycles.
+        chosen = _sample(bare, budget - fixed)
+        sent = sorted(chosen.indices)
+        kept = chosen.describe()
+        tokens = fixed + sum(bare[i] for i in sent)
     messages: list[BaseMessage] = [system]
-    for c in cycles:
-        if c.cycle in dropped:
-            continue
+    for i in sent:
+        c = cycles[i]
         messages += c.opening
         if c.cycle not in no_steps:
             messages += c.steps
         messages += c.final
     messages.append(question)
-    return messages, Omitted(sorted(no_steps - dropped), sorted(dropped), tokens, budget)
+    kept_cycles = {cycles[i].cycle for i in sent}
+    dropped = sorted(c.cycle for c in cycles if c.cycle not in kept_cycles)
+    return messages, Omitted(sorted(no_steps & kept_cycles), dropped, tokens, budget, kept)
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    """The whole cycles sent of a history too long for its budget (indices into it)."""
+
+    indices: set[int]
+    first: int
+    middle: int
+    middle_of: int
+    last: int
+
+    def describe(self) -> str:
+        parts = []
+        if self.first:
+            parts.append(f"first {self.first}")
+        if self.middle:
+            parts.append(f"{self.middle} of the {self.middle_of} between, evenly spaced")
+        parts.append(f"last {self.last}" if self.last > 1 else "the last")
+        return " + ".join(parts)
+
+
+def _sample(costs: Sequence[int], room: int) -> _Chosen:
+    """Which whole cycles (by index, `costs` their tokens) fit `room`: see `fit_history`."""
+    n = len(costs)
+    chosen = {n - 1}
+    room -= costs[n - 1]
+    first = 0
+    while first < min(FIRST_CYCLES, n - 1) and costs[first] <= room:
+        chosen.add(first)
+        room -= costs[first]
+        first += 1
+    recent = room // 2
+    start = n - 1  # the oldest of the newest cycles kept
+    while start - 1 >= first and costs[start - 1] <= recent:
+        start -= 1
+        chosen.add(start)
+        recent -= costs[start]
+        room -= costs[start]
+    between = range(first, start)
+    middle = 0
+    if between and room > 0:
+        mean = sum(costs[i] for i in between) / len(between)
+        wanted = min(len(between), max(1, int(room // max(mean, 1))))
+        for j in range(wanted):
+            i = between[int((j + 0.5) * len(between) / wanted)]
+            if costs[i] <= room:
+                chosen.add(i)
+                room -= costs[i]
+                middle += 1
+    return _Chosen(chosen, first, middle, len(between), n - start)

@@ -157,7 +157,11 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
         if d.similarity is not None:
             alt = f"Reflection similarity of {d.run.run_id} ({d.similarity.method})"
             images.append(
-                (f"similarity_{d.run.run_id}.png", alt, plot_similarity(d.run.run_id, d.similarity))
+                (
+                    f"similarity_{d.run.run_id}.png",
+                    alt,
+                    plot_similarity(d.run.run_id, d.similarity, d.similarity_of),
+                )
             )
     if data.pei is not None:
         images.append(("pei_matrix.png", "PEI matrix per run", plot_pei(data.pei)))
@@ -198,6 +202,8 @@ def build_report(
     *,
     title: str,
     lexical: bool = False,
+    cycles: tuple[int, int] | None = None,
 ) -> ReportFiles:
-    """Collect and write the report of `runs` into `out_dir`."""
-    return write_report(collect(storage, runs, title=title, lexical=lexical), out_dir)
+    """Collect and write the report of `runs` into `out_dir` (see `collect` for `cycles`)."""
+    data = collect(storage, runs, title=title, lexical=lexical, cycles=cycles)
+    return write_report(data, out_dir)

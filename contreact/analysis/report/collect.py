@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from contreact.analysis.format_health import FormatHealth, format_health
 from contreact.analysis.metrics import (
@@ -30,6 +30,8 @@ from contreact.checkpoints.storage import Storage
 
 EMBED_TIMEOUT_S = 10.0
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class RunData:
@@ -40,7 +42,9 @@ class RunData:
     summary: RunSummary
     similarity: PairwiseSimilarity | None
     reflections: list[tuple[int, str]] = field(default_factory=list)
-    """`(cycle, reflection)` of every finished cycle."""
+    """`(cycle, reflection)` of every finished cycle (in the report's cycle range)."""
+    similarity_of: int = 0
+    """How many cycles the heatmap's reflections were evenly sampled from (0: all shown)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,11 @@ class ReportData:
     """Per model: steps, calls parsed, unreadable markup, truncations, echoes, ..."""
 
 
+def within(cycle: int, span: tuple[int, int] | None) -> bool:
+    """Whether `cycle` is in the inclusive `span` (None: every cycle is)."""
+    return span is None or span[0] <= cycle <= span[1]
+
+
 def in_report_order(runs: Sequence[RunRecord]) -> list[RunRecord]:
     """Runs by batch, then model (each in order of first appearance), then replicate."""
     batch = {b: i for i, b in reversed(list(enumerate(r.batch for r in runs)))}
@@ -74,8 +83,27 @@ def _embedding_source(run: RunRecord) -> tuple[str | None, str]:
     return (str(model) if model else None), str(host or "")
 
 
+HEATMAP_CYCLES = 200
+"""The most reflections a similarity heatmap compares: a longer run (or cycle range) is
+sampled evenly, first and last cycle included. 200 x 200 cells still show a cell per
+pixel or two; 10,000 x 10,000 took minutes and gigabytes and showed no more."""
+
+
+def evenly(items: Sequence[T], most: int) -> list[T]:
+    """At most `most` of `items`, evenly spaced, the first and the last among them."""
+    if len(items) <= most:
+        return list(items)
+    step = (len(items) - 1) / (most - 1)
+    return [items[round(i * step)] for i in range(most)]
+
+
 def collect(
-    storage: Storage, runs: Sequence[RunRecord], *, title: str, lexical: bool = False
+    storage: Storage,
+    runs: Sequence[RunRecord],
+    *,
+    title: str,
+    lexical: bool = False,
+    cycles: tuple[int, int] | None = None,
 ) -> ReportData:
     """Read everything the report needs for `runs`.
 
@@ -85,6 +113,8 @@ def collect(
         title: The report's heading.
         lexical: Use TF-IDF for the similarity heatmaps even when a run has an
             embedding model configured (no network at all).
+        cycles: Only these cycles (first, last; inclusive) in the per-cycle table, plots
+            and heatmaps: a zoom into a long run. Table 1 sums the whole run.
     """
     engine = engine_for(storage)
     runs = in_report_order(runs)
@@ -92,13 +122,14 @@ def collect(
     failed_hosts: dict[tuple[str, str], str] = {}
     for run in runs:
         records = cycle_records(engine, run.run_id)
-        notes = [(r.cycle, r.reflection) for r in records]
+        notes = [(r.cycle, r.reflection) for r in records if within(r.cycle, cycles)]
+        compared = evenly(notes, HEATMAP_CYCLES)
         similarity = None
-        if len(notes) >= 2:
+        if len(compared) >= 2:
             model, host = (None, "") if lexical else _embedding_source(run)
             if model and (host, model) in failed_hosts:
                 # One unreachable host must not cost a timeout for every run of a batch.
-                similarity = pairwise(notes)
+                similarity = pairwise(compared)
                 similarity = PairwiseSimilarity(
                     similarity.labels,
                     similarity.matrix,
@@ -107,13 +138,13 @@ def collect(
                 )
             else:
                 similarity = pairwise(
-                    notes, embedding_model=model, host=host, timeout_s=EMBED_TIMEOUT_S
+                    compared, embedding_model=model, host=host, timeout_s=EMBED_TIMEOUT_S
                 )
                 if model and not similarity.method.startswith("embedding:"):
                     failed_hosts[(host, model)] = similarity.note
-        data.append(
-            RunData(run, cycle_table(engine, run), run_summary(engine, run), similarity, notes)
-        )
+        table = [row for row in cycle_table(engine, run) if within(row["cycle"], cycles)]
+        sampled = len(notes) if len(compared) < len(notes) else 0
+        data.append(RunData(run, table, run_summary(engine, run), similarity, notes, sampled))
     results = stored_results(engine, [r.run_id for r in runs])
     rated = [r for r in runs if any(p.run_id == r.run_id for p in results)]
     last = {d.run.run_id: d.reflections[-1][0] for d in data if d.reflections}

@@ -186,6 +186,8 @@ def provenance_of(engine: Engine, run: RunRecord) -> tuple[list[Record], str, st
 
 
 def _prompt(engine: Engine, run_id: str) -> str:
+    # The system prompt is logged whole by the run's first model call: the stream stops
+    # there instead of decoding every call of a long run.
     for _, _, payload in events_of_type(engine, run_id, ("LLM_INVOCATION",)):
         for message in payload.get("new_messages") or []:
             if message.get("role") == "system" and isinstance(message.get("content"), str):

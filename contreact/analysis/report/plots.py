@@ -37,10 +37,41 @@ def _png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
+POINTS_PER_PANEL = 300
+"""The most points a run's line has in a panel (a panel is about 400 pixels wide): a longer
+run is drawn as the mean per window of consecutive cycles, its minimum to maximum shaded."""
+
+
+def windows(
+    cycles: Sequence[int], values: Sequence[float], most: int = POINTS_PER_PANEL
+) -> tuple[int, list[float], list[float], list[float], list[float]]:
+    """Cycles and values as at most `most` windows of consecutive cycles.
+
+    Returns:
+        The window's length in cycles (1: every cycle as it is), and per window the mean
+        cycle, the mean, the minimum and the maximum of the values (NaN where a window
+        has none).
+    """
+    size = max(1, math.ceil(len(cycles) / most))
+    xs: list[float] = []
+    means: list[float] = []
+    lows: list[float] = []
+    highs: list[float] = []
+    for start in range(0, len(cycles), size):
+        xs.append(sum(cycles[start : start + size]) / len(cycles[start : start + size]))
+        known = [v for v in values[start : start + size] if not math.isnan(v)]
+        means.append(sum(known) / len(known) if known else math.nan)
+        lows.append(min(known) if known else math.nan)
+        highs.append(max(known) if known else math.nan)
+    return size, xs, means, lows, highs
+
+
 def plot_cycles(data: ReportData) -> bytes:
     """Per-cycle metrics: one panel per metric, one line per run (colour by model).
 
     When batches are compared, each batch's runs of a model have a colour of their own.
+    A run with more cycles than `POINTS_PER_PANEL` is drawn per window of cycles (mean,
+    min-max band), and the title says how many cycles a window holds.
     """
     fig = Figure(figsize=(16, 7.5), layout="constrained")
     axes = fig.subplots(2, 4).flatten()
@@ -54,6 +85,7 @@ def plot_cycles(data: ReportData) -> bytes:
     styles = ["-", "--", ":", "-."]
     seen: dict[tuple[str | None, str], int] = {}
     seeds = {m.run_id: m.seed for m in data.methods.runs} if data.methods else {}
+    widest = 1
     for d in data.runs:
         index = seen.get(group(d.run), 0)
         seen[group(d.run)] = index + 1
@@ -61,15 +93,19 @@ def plot_cycles(data: ReportData) -> bytes:
         for ax, (key, _) in zip(axes, PLOTTED, strict=True):
             values = [row.get(key) for row in d.cycles]
             ys = [math.nan if v is None else float(v) for v in values]
+            size, xs, means, lows, highs = windows(cycles, ys)
+            widest = max(widest, size)
             ax.plot(
-                cycles,
-                ys,
-                marker="o",
+                xs,
+                means,
+                marker="o" if size == 1 else None,
                 markersize=3,
                 linestyle=styles[index % len(styles)],
                 color=colours[group(d.run)],
                 label=f"{d.run.run_id} (seed {seeds.get(d.run.run_id, '?')})",
             )
+            if size > 1:
+                ax.fill_between(xs, lows, highs, color=colours[group(d.run)], alpha=0.2, lw=0)
     for ax, (key, label) in zip(axes, PLOTTED, strict=True):
         if key != "similarity":
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -80,7 +116,8 @@ def plot_cycles(data: ReportData) -> bytes:
         ax.grid(alpha=0.3)
     if len(data.runs) <= 20:
         axes[0].legend(fontsize=7, loc="best")
-    fig.suptitle(f"Per-cycle metrics — {data.title}", fontsize=12)
+    windowed = f" (mean per {widest} cycles, min–max shaded)" if widest > 1 else ""
+    fig.suptitle(f"Per-cycle metrics — {data.title}{windowed}", fontsize=12)
     return _png(fig)
 
 
@@ -99,8 +136,9 @@ def _heatmap(
     grid = [[math.nan if v is None else float(v) for v in row] for row in cells]
     image = ax.imshow(grid, vmin=vmin, vmax=vmax, cmap="viridis", aspect="auto")
     fig.colorbar(image, ax=ax, label=label)
-    ax.set_xticks(range(len(columns)), labels=list(columns), rotation=45, ha="right", fontsize=8)
-    ax.set_yticks(range(len(rows)), labels=list(rows), fontsize=8)
+    xs, ys = _ticks(len(columns)), _ticks(len(rows))
+    ax.set_xticks(xs, labels=[columns[i] for i in xs], rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(ys, labels=[rows[i] for i in ys], fontsize=8)
     if len(rows) * len(columns) <= 400:
         for i, row in enumerate(grid):
             for j, value in enumerate(row):
@@ -110,8 +148,24 @@ def _heatmap(
                     ax.text(j, i, text, ha="center", va="center", color=shade, fontsize=7)
 
 
-def plot_similarity(run_id: str, similarity: PairwiseSimilarity) -> bytes:
-    """Heatmap of the pairwise cosine similarity of a run's reflections."""
+LABELLED_TICKS = 40
+"""The most rows or columns of a heatmap that get a label of their own; a larger one gets
+about 10, evenly spaced (thousands of labels are unreadable and took a minute to lay out)."""
+
+
+def _ticks(count: int) -> list[int]:
+    if count <= LABELLED_TICKS:
+        return list(range(count))
+    step = math.ceil(count / 10)
+    return list(range(0, count, step))
+
+
+def plot_similarity(run_id: str, similarity: PairwiseSimilarity, of_cycles: int = 0) -> bytes:
+    """Heatmap of the pairwise cosine similarity of a run's reflections.
+
+    `of_cycles`: how many cycles the reflections shown were evenly sampled from (0: they
+    are all of them); the title says so.
+    """
     n = len(similarity.labels)
     size = min(12.0, 3.0 + 0.45 * n)
     fig = Figure(figsize=(size + 1.5, size))
@@ -129,7 +183,8 @@ def plot_similarity(run_id: str, similarity: PairwiseSimilarity) -> bytes:
     ax = fig.axes[0]
     ax.set_xlabel("cycle")
     ax.set_ylabel("cycle")
-    ax.set_title(f"Reflection similarity — {run_id} ({similarity.method})", fontsize=10)
+    sampled = f", {n} of {of_cycles} cycles evenly spaced" if of_cycles > n else ""
+    ax.set_title(f"Reflection similarity — {run_id} ({similarity.method}{sampled})", fontsize=10)
     return _png(fig)
 
 

@@ -1,0 +1,74 @@
+"""The similarity monitor's persisted index: which earlier reflections may resemble a new one.
+
+The monitor compares each reflection with the newest earlier ones and with the older
+ones that share a locality-sensitive hash key with it (MinHash bands, computed by
+`nodes.similarity.index_keys`). The keys are rows here, written in the transaction that
+records the cycle, so the index survives a restart without re-reading the past, and a
+look-up reads a bounded number of rows per key (the newest few) whatever the run's
+length: a cycle's check costs the same at cycle 10 and at cycle 10,000.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import Integer, bindparam, select, union_all
+
+from contreact.checkpoints.cycles import Note
+from contreact.checkpoints.schema import cycles, similarity_keys
+from contreact.checkpoints.statements import Prepared, insert_ignore
+from contreact.checkpoints.transactions import Tx
+
+
+def insert_keys(conn: Tx, run_id: str, cycle: int, keys: Sequence[int]) -> None:
+    """Index `cycle`'s reflection under `keys` (idempotent), in the caller's transaction."""
+    for key in dict.fromkeys(keys):
+        insert_ignore(conn, similarity_keys, {"run_id": run_id, "key": key, "cycle": cycle})
+
+
+def _similar_notes(count: int) -> Prepared:
+    def build(_: str) -> object:
+        t = similarity_keys
+        run_id = bindparam("run_id", type_=t.c.run_id.type)
+        parts = [
+            select(t.c.cycle)
+            .where(
+                t.c.run_id == run_id,
+                t.c.key == bindparam(f"k{i}", type_=t.c.key.type),
+                t.c.cycle < bindparam("before", type_=Integer),
+            )
+            .order_by(t.c.cycle.desc())
+            .limit(bindparam("per_key", type_=Integer))
+            .offset(bindparam("skip", type_=Integer))
+            .subquery()
+            for i in range(count)
+        ]
+        found = union_all(*(select(p.c.cycle) for p in parts))
+        return (
+            select(cycles.c.cycle, cycles.c.opening, cycles.c.reflection)
+            .where(cycles.c.run_id == run_id, cycles.c.cycle.in_(found))
+            .order_by(cycles.c.cycle)
+        )
+
+    return Prepared(build)
+
+
+_LOOKUPS: dict[int, Prepared] = {}
+
+
+def similar_notes(
+    conn: Tx, run_id: str, keys: Sequence[int], *, before: int, per_key: int
+) -> list[Note]:
+    """Notes of cycles below `before` indexed under any of `keys`, in cycle order.
+
+    Of each key, only the newest `per_key` cycles: at most `len(keys) * per_key` notes,
+    read through the primary key, however long the run.
+    """
+    if not keys or per_key <= 0:
+        return []
+    lookup = _LOOKUPS.get(len(keys))
+    if lookup is None:
+        lookup = _LOOKUPS[len(keys)] = _similar_notes(len(keys))
+    params: dict[str, object] = {"run_id": run_id, "before": before, "per_key": per_key, "skip": 0}
+    params.update({f"k{i}": key for i, key in enumerate(keys)})
+    return [Note(int(c), str(o or ""), str(r)) for c, o, r in lookup.rows(conn, params)]
