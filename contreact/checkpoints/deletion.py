@@ -20,7 +20,16 @@ from sqlalchemy import ColumnElement, Table, delete, or_, select
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.lineage import SCOPE_SEPARATOR
 from contreact.checkpoints.registry import get_run
-from contreact.checkpoints.schema import cycles, events, journal, lineages, memories, pei, runs
+from contreact.checkpoints.schema import (
+    batch_runs,
+    cycles,
+    events,
+    journal,
+    lineages,
+    memories,
+    pei,
+    runs,
+)
 from contreact.checkpoints.storage import Storage
 
 SCOPED = (events, journal, memories, cycles)
@@ -96,7 +105,7 @@ def delete_run(storage: Storage, run_id: str) -> Deleted:
             deleted.rows[table.name] = conn.execute(
                 delete(table).where(_of_run(table, run_id))
             ).rowcount
-        for table in (lineages, pei):
+        for table in (lineages, pei, batch_runs):
             deleted.rows[table.name] = conn.execute(
                 delete(table).where(table.c.run_id == run_id)
             ).rowcount
