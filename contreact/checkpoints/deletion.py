@@ -21,6 +21,7 @@ from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.lineage import SCOPE_SEPARATOR
 from contreact.checkpoints.registry import get_run
 from contreact.checkpoints.schema import (
+    batch_runs,
     cycles,
     events,
     journal,
@@ -105,7 +106,7 @@ def delete_run(storage: Storage, run_id: str) -> Deleted:
             deleted.rows[table.name] = conn.execute(
                 delete(table).where(_of_run(table, run_id))
             ).rowcount
-        for table in (lineages, pei):
+        for table in (lineages, pei, batch_runs):
             deleted.rows[table.name] = conn.execute(
                 delete(table).where(table.c.run_id == run_id)
             ).rowcount

@@ -520,6 +520,12 @@ def version_body() -> dict[str, Any]:
     ``contreact_stub`` key (contreact's version) is what marks a run made against the stub
     as such in its record and its report.
     """
-    from contreact import __version__
+    # The installed distribution's version: the stub imports nothing of contreact beyond
+    # itself and `text/`, so it reads the version as any program would.
+    from importlib.metadata import PackageNotFoundError, version
 
-    return {"version": OLLAMA_VERSION, "contreact_stub": __version__}
+    try:
+        number = version("contreact")
+    except PackageNotFoundError:
+        number = "unknown"
+    return {"version": OLLAMA_VERSION, "contreact_stub": number}
