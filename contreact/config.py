@@ -15,6 +15,7 @@ import difflib
 import ipaddress
 import json
 import os
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -257,6 +258,121 @@ class ReflectionSettings(_Strict):
         return self
 
 
+IMPORT_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
+"""`package.module:name`, the form entry points use, for a tool or a hook."""
+
+
+class ToolSettings(_Strict):
+    """Which tools the model gets and how they reach it.
+
+    The old string form (`tools: text`) is accepted as `tools: {mode: text}`. A `mode`
+    added later (a constrained `format`) joins `ToolMode`; `add` and `disable` keep.
+    """
+
+    mode: ToolMode = "auto"
+    """`native` (Ollama's `tools`), `text` (described after the system prompt, calls parsed
+    from the answer) or `auto` (the model's capabilities decide)."""
+    add: list[str] = Field(default_factory=list)
+    """Your own tools, as `package.module:function` (entry points in the `contreact.tools`
+    group are added too)."""
+    disable: list[str] = Field(default_factory=list)
+    """Built-in tools the model does not get, by name (`delete`, `write`, ...)."""
+    entry_points: bool = True
+    """Add the tools installed packages declare in the `contreact.tools` entry-point group."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _string_form(cls, value: Any) -> Any:
+        return {"mode": value} if isinstance(value, str) else value
+
+    @field_validator("add")
+    @classmethod
+    def _paths(cls, value: list[str]) -> list[str]:
+        return _import_paths(value)
+
+    @field_validator("disable")
+    @classmethod
+    def _builtins(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in BUILTIN_TOOLS]
+        if unknown:
+            hints = []
+            for name in unknown:
+                close = difflib.get_close_matches(name, BUILTIN_TOOLS, n=1, cutoff=0.5)
+                hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ValueError(
+                f"no built-in tool {', '.join(hints)}; the built-ins are {', '.join(BUILTIN_TOOLS)}"
+            )
+        return value
+
+
+BUILTIN_TOOLS = ("write", "read", "list", "delete", "pattern_search", "send_message_to_operator")
+"""The built-in tools' names (`tools.registry.TOOLS` holds them; a test keeps the two equal)."""
+
+
+def _import_paths(value: list[str]) -> list[str]:
+    bad = [p for p in value if not re.match(IMPORT_PATH, p.strip())]
+    if bad:
+        raise ValueError(f"{', '.join(repr(p) for p in bad)}: name it as `package.module:name`")
+    return [p.strip() for p in value]
+
+
+class MemoryChange(_Strict):
+    """A memory change an intervention makes."""
+
+    clear: bool = False
+    """Delete every memory of the run."""
+
+
+class ToolFailure(_Strict):
+    """Calls of `tool` fail with `error` instead of running."""
+
+    tool: str = Field(min_length=1)
+    error: str = Field(min_length=1)
+
+
+class Intervention(_Strict):
+    """One change to a run at a cycle, made without code; applied once, recorded as an event.
+
+    When: `at_cycle` (one cycle) or `cycles` (a list). What: one of `operator_message` (a
+    message from the operator, added to the cycle's opening turn), `memory` (`clear: true`
+    deletes every memory as the cycle opens) or `tool_fails` (every call of that tool in
+    those cycles returns the error instead of running).
+    """
+
+    at_cycle: int | None = Field(None, ge=1)
+    cycles: list[int] | None = None
+    operator_message: str | None = None
+    memory: MemoryChange | None = None
+    tool_fails: ToolFailure | None = None
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> Intervention:
+        if (self.at_cycle is None) == (self.cycles is None):
+            raise ValueError("give exactly one of `at_cycle` and `cycles`")
+        if self.cycles is not None and (not self.cycles or min(self.cycles) < 1):
+            raise ValueError("`cycles` lists cycle numbers of at least 1")
+        kinds = [k for k in ("operator_message", "memory", "tool_fails") if getattr(self, k)]
+        if len(kinds) != 1:
+            raise ValueError(
+                "give exactly one of `operator_message`, `memory` and `tool_fails`"
+                + (f" (got {', '.join(kinds)})" if kinds else "")
+            )
+        if self.memory is not None and not self.memory.clear:
+            raise ValueError("`memory` needs `clear: true` (the one memory change there is)")
+        return self
+
+    @property
+    def kind(self) -> str:
+        """`operator_message`, `memory` or `tool_fails`."""
+        if self.operator_message is not None:
+            return "operator_message"
+        return "memory" if self.memory is not None else "tool_fails"
+
+    def applies_to(self, cycle: int) -> bool:
+        """Whether this intervention acts in `cycle`."""
+        return cycle == self.at_cycle or cycle in (self.cycles or [])
+
+
 class StorageSettings(_Strict):
     """Where checkpoints, memory, registry and logs live."""
 
@@ -292,9 +408,13 @@ class Settings(_Strict):
     persistence: PersistenceSettings = PersistenceSettings()
     pei: PeiSettings = PeiSettings()
     reflection: ReflectionSettings = ReflectionSettings()
-    tools: ToolMode = "auto"
-    """How tools reach the model: `native` (Ollama's `tools`), `text` (described after the
-    system prompt, calls parsed from the answer) or `auto` (the model's capabilities decide)."""
+    tools: ToolSettings = ToolSettings()
+    """Which tools the model gets (built-ins, your own) and how they reach it."""
+    hooks: list[str] = Field(default_factory=list)
+    """Objects called at points of the run, as `package.module:object` (`nodes.hooks`)."""
+    interventions: list[Intervention] = Field(default_factory=list)
+    """Changes made at given cycles without code (an operator message, a memory wipe, a
+    failing tool), each applied exactly once."""
     user_turn: str = "Cycle {cycle} begins."
     """Each cycle's opening user turn (some models answer nothing without one)."""
 
@@ -304,6 +424,11 @@ class Settings(_Strict):
         if not value.strip():
             raise ValueError("must name an Ollama model, e.g. llama3.1:8b")
         return value.strip()
+
+    @field_validator("hooks")
+    @classmethod
+    def _hooks(cls, value: list[str]) -> list[str]:
+        return _import_paths(value)
 
     @field_validator("model_options")
     @classmethod

@@ -62,7 +62,7 @@ def run_checks(settings: Settings, storage: Storage, timeout: float = 5.0) -> It
     Ollama's client reads it (`127.0.0.1` means port 11434), and the tools check says
     which mode the run will get under its configured `tools`.
     """
-    host, model, tools = settings.host, settings.model, settings.tools
+    host, model, tools = settings.host, settings.model, settings.tools.mode
     embedding_model = settings.similarity.embedding_model
     embedding_found = False
     with httpx.Client(timeout=timeout) as client:

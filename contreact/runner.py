@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -42,6 +43,7 @@ from contreact.config import Config, apply_overrides, deep_merge, parse_config
 from contreact.errors import NotWaitingError, OperatorUnavailableError, RunAlreadyCompletedError
 from contreact.graph.state import AgentState, Context, fresh_cycle
 from contreact.graph.wiring import builder, recursion_limit
+from contreact.nodes.hooks import HookError, extensions_of
 from contreact.nodes.ollama_client import ModelCallError
 from contreact.nodes.step import node_started
 from contreact.operator_policy import AskOperator
@@ -120,19 +122,33 @@ def config_of(record: RunRecord, overrides: dict[str, Any] | None = None) -> Con
     return parse_config(apply_overrides(stored, overrides or {}), f"run {record.run_id}")
 
 
+Handed = dict[str, Sequence[Any]]
+"""Tools and hooks handed over from Python: `{"tools": [...], "hooks": [...]}`."""
+
+
 def start_run(
     config: Config,
     storage: Storage,
     *,
     progress: Progress | None = None,
     ask_operator: AskOperator | None = None,
+    handed: Handed | None = None,
 ) -> RunOutcome:
     """Register a new run and drive it to completion, a pause or a failure.
 
+    Args:
+        config: The run's config.
+        storage: Where it lives.
+        progress: Where to report progress.
+        ask_operator: How the terminal policy asks a person.
+        handed: Tools and hooks as Python objects (`contreact.run`), beside the config's.
+
     Raises:
         RunExistsError: the run id is taken (the caller suggests `resume`).
+        ExtensionError: a tool or hook cannot be loaded (nothing is registered).
     """
     config = config.pinned()
+    extensions_of(_context(config, storage, handed))
     record = create_run(
         engine_for(storage),
         config.run_id,
@@ -141,7 +157,13 @@ def start_run(
         config=config.model_dump(mode="json"),
         batch=config.batch,
     )
-    return _drive(record, config, storage, None, progress, ask_operator)
+    return _drive(record, config, storage, None, progress, ask_operator, handed=handed)
+
+
+def _context(config: Config, storage: Storage, handed: Handed | None) -> Context:
+    """The context that executes `config` on `storage`, with the Python-handed extensions."""
+    ctx = Context.of(config, storage)
+    return ctx.model_copy(update={"extensions": dict(handed)}) if handed else ctx
 
 
 def resume_run(
@@ -154,6 +176,7 @@ def resume_run(
     overrides: dict[str, Any] | None = None,
     progress: Progress | None = None,
     ask_operator: AskOperator | None = None,
+    handed: Handed | None = None,
 ) -> RunOutcome:
     """Continue a run from its last checkpoint; `extra_cycles` extends a finished run.
 
@@ -167,6 +190,7 @@ def resume_run(
         overrides: CLI overrides of the stored config (`model`, `host`).
         progress: Where to report progress.
         ask_operator: How the terminal policy asks a person.
+        handed: Tools and hooks as Python objects (`contreact.run`), beside the config's.
 
     Raises:
         RunNotFoundError: no such run.
@@ -197,7 +221,15 @@ def resume_run(
         )
     extension = (extra_cycles, opening) if extra_cycles else None
     return _drive(
-        record, config, storage, extension, progress, ask_operator, resume=True, reply=reply
+        record,
+        config,
+        storage,
+        extension,
+        progress,
+        ask_operator,
+        resume=True,
+        reply=reply,
+        handed=handed,
     )
 
 
@@ -290,6 +322,7 @@ def _drive(
     *,
     resume: bool = False,
     reply: str | None = None,
+    handed: Handed | None = None,
 ) -> RunOutcome:
     # While this process drives the run it beats; once it is killed the beat stops and
     # `list`/`status` show the run as interrupted within seconds.
@@ -304,6 +337,7 @@ def _drive(
                 ask_operator,
                 resume=resume,
                 reply=reply,
+                handed=handed,
             )
     except RunStoppedByStorage:
         raise
@@ -339,9 +373,11 @@ def _drive_steps(
     *,
     resume: bool = False,
     reply: str | None = None,
+    handed: Handed | None = None,
 ) -> RunOutcome:
     progress = progress or SilentProgress()
-    ctx = Context.of(config, storage)
+    ctx = _context(config, storage, handed)
+    extensions_of(ctx)  # a tool or hook that cannot be loaded stops the run before it moves
     engine = engine_for(storage)
     with open_run(storage, record.run_id) as saver:
         graph = builder.compile(checkpointer=saver, name="contreact")
@@ -381,7 +417,8 @@ def _drive_steps(
                 invocation: RunnableConfig = {"recursion_limit": limit, "run_id": uuid.uuid4()}
                 for node, update in line.stream(payload, context=ctx, config=invocation):
                     progress.update(node, update)
-            except ModelCallError as error:
+            except (ModelCallError, HookError) as error:
+                # A hook that raised rolled its step back: fix it and resume.
                 return finish("failed", error.message)
             except KeyboardInterrupt:
                 # Ctrl-C or SIGTERM: the step in flight is abandoned (what it journaled

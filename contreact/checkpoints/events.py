@@ -40,6 +40,9 @@ EventType = Literal[
     "CYCLE_END",
     "ERROR",
     "RUN_END",
+    "EXTENSIONS",
+    "HOOK",
+    "INTERVENTION",
 ]
 
 
@@ -277,6 +280,50 @@ class RunEnd(Payload):
     cycles: int = 0
 
 
+@dataclass(frozen=True)
+class Extensions(Payload):
+    """The run's own tools and hooks and the built-ins it switched off (once per run)."""
+
+    event_type: ClassVar[EventType] = "EXTENSIONS"
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """Each tool: `name`, `effect`, `import_path`, `distribution`, `version`, `source_sha256`."""
+    hooks: list[dict[str, Any]] = field(default_factory=list)
+    """Each hook: `import_path`, `distribution`, `version`, `source_sha256`, `points`."""
+    disabled: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HookAction(Payload):
+    """A before-tool hook vetoed a call (`veto`) or changed its arguments (`rewrite`)."""
+
+    event_type: ClassVar[EventType] = "HOOK"
+    optional: ClassVar[frozenset[str]] = frozenset({"reason", "rewritten"})
+    step: int = 0
+    action: str = "veto"
+    hook: str = ""
+    tool_name: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    """The arguments the model gave."""
+    reason: str | None = None
+    rewritten: dict[str, Any] | None = None
+    """The arguments the call ran with instead (`rewrite`)."""
+
+
+@dataclass(frozen=True)
+class Intervention(Payload):
+    """An intervention of the config (`interventions[index]`) acted: once per place."""
+
+    event_type: ClassVar[EventType] = "INTERVENTION"
+    optional: ClassVar[frozenset[str]] = frozenset({"step", "tool_name"})
+    index: int = 0
+    kind: str = ""
+    """`operator_message`, `memory` or `tool_fails`."""
+    detail: dict[str, Any] = field(default_factory=dict)
+    """What it did: the message, `{"clear": true, "deleted": N}`, the tool's error."""
+    step: int | None = None
+    tool_name: str | None = None
+
+
 PAYLOADS: dict[EventType, tuple[type[Payload], ...]] = {
     "RUN_START": (RunStart, RunFork),
     "HOST_CHANGE": (HostChange,),
@@ -289,6 +336,9 @@ PAYLOADS: dict[EventType, tuple[type[Payload], ...]] = {
     "CYCLE_END": (CycleEnd,),
     "ERROR": (Error, ParseFailure),
     "RUN_END": (RunEnd,),
+    "EXTENSIONS": (Extensions,),
+    "HOOK": (HookAction,),
+    "INTERVENTION": (Intervention,),
 }
 """Every event type and the payload classes written under it (the log's schema)."""
 

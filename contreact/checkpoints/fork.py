@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, delete, select
 
-from contreact.checkpoints.events import ToolCall
+from contreact.checkpoints.events import Intervention, ToolCall
 from contreact.checkpoints.keys import position_of
 from contreact.checkpoints.schema import cycles, events, memories
 from contreact.checkpoints.statements import insert_ignore, upsert
@@ -57,17 +57,22 @@ class ForkPoint:
 def memory_at(conn: Connection, scope: str, point: ForkPoint) -> dict[str, str]:
     """A scope's memory as it was at `point`, replayed from its TOOL_CALL events."""
     query = (
-        select(events.c.key, events.c.payload)
+        select(events.c.key, events.c.payload, events.c.event_type)
         .where(
             events.c.run_id == scope,
-            events.c.event_type == ToolCall.event_type,
+            events.c.event_type.in_([ToolCall.event_type, Intervention.event_type]),
             events.c.cycle <= point.cycle,
         )
         .order_by(events.c.id)
     )
     memory: dict[str, str] = {}
-    for key, raw in conn.execute(query):
-        if not point.inherits(str(key), "TOOL_CALL"):
+    for key, raw, kind in conn.execute(query):
+        if not point.inherits(str(key), str(kind)):
+            continue
+        if kind == Intervention.event_type:
+            # A memory wipe (`interventions: [{memory: {clear: true}}]`) empties it.
+            if Intervention.read(json.loads(raw)).kind == "memory":
+                memory.clear()
             continue
         call = ToolCall.read(json.loads(raw))
         if call.error or call.refused:

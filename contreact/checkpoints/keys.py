@@ -18,6 +18,9 @@ RUN_START = "run:start"
 TOOL_MODE = "run:tool-mode"
 """The run's tool mode (native or text), decided once at its first step."""
 
+EXTENSIONS = "run:extensions"
+"""The run's EXTENSIONS event and its `on_run_start` hooks, once per scope."""
+
 
 def branch_start(scope: str) -> str:
     """The RUN_START of a branch (a `contreact fork` or a Studio time travel) in its scope."""
@@ -67,6 +70,21 @@ def operator_message(cycle: int, step: int, index: int) -> str:
 def tool_error(cycle: int, step: int, index: int) -> str:
     """The ERROR of a tool that raised unexpectedly."""
     return f"{tool_call(cycle, step, index)}:error"
+
+
+def tool_hook(cycle: int, step: int, index: int) -> str:
+    """The HOOK event of a call a before-tool hook vetoed or rewrote."""
+    return f"{tool_call(cycle, step, index)}:hook"
+
+
+def tool_intervention(cycle: int, step: int, index: int) -> str:
+    """The INTERVENTION event of a call a `tool_fails` intervention answered."""
+    return f"{tool_call(cycle, step, index)}:intervention"
+
+
+def intervention(cycle: int, index: int) -> str:
+    """Intervention `index` of the config, applied as `cycle` opens: journal record and event."""
+    return f"c{cycle}:intervention:{index}"
 
 
 def context_trim(cycle: int, step: int) -> str:

@@ -96,6 +96,8 @@ def explain(exc: Exception) -> tuple[str, int] | None:
             f"run {exc} is already completed; extend it with `contreact resume {exc} --cycles N`",
             2,
         )
+    if _is(exc, "contreact.tools.custom", "ExtensionError"):
+        return str(exc), 2
     if _is(exc, "contreact.errors", "OperatorUnavailableError"):
         return str(exc), 2
     if _is(exc, "contreact.errors", "NotWaitingError"):

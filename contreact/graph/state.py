@@ -206,6 +206,9 @@ class Context(Settings):
     chat_model: SkipJsonSchema[Any] = Field(None, exclude=True)
     """A LangChain chat model to call instead of ChatOllama (the in-process test tier);
     None, always outside tests: ChatOllama for `model` at the run's host."""
+    extensions: SkipJsonSchema[Any] = Field(None, exclude=True)
+    """Tools and hooks handed over from Python (`contreact.run(config, tools=, hooks=)`):
+    `{"tools": [...], "hooks": [...]}`; None: only those the config names."""
 
     @classmethod
     def of(cls, settings: Settings, storage: Storage | None = None) -> Context:

@@ -22,13 +22,19 @@ from langgraph.runtime import Runtime
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import Note, earlier_notes
 from contreact.checkpoints.events import ContextTrim, CycleStart, Event, RunStart
+from contreact.checkpoints.events import Extensions as ExtensionsRecord
+from contreact.checkpoints.events import Intervention as InterventionEvent
+from contreact.checkpoints.journal import Ledger
+from contreact.checkpoints.transactions import Tx
 from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.budgets import tools_offered
 from contreact.nodes.context_budget import fit_reflections, plan_trim
+from contreact.nodes.hooks import Extensions, applying, extensions_of
 from contreact.nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
 from contreact.nodes.step import engine_of, ledger_of, node
 from contreact.nodes.tool_mode import decide_tool_mode
 from contreact.text.tokens import estimate_tokens
+from contreact.tools.memory import clear_memory
 from contreact.tools.registry import TOOL_SCHEMAS
 
 
@@ -38,6 +44,7 @@ def prompt_of(
     *,
     text_tools: bool,
     reflection_schema: Mapping[str, Any] | None = None,
+    tool_schemas: Sequence[dict[str, Any]] | None = None,
 ) -> list[BaseMessage]:
     """The whole prompt of the next model call: one system message, then the cycle.
 
@@ -50,6 +57,7 @@ def prompt_of(
         notes: The notes of the cycles before `state.cycle`.
         text_tools: Describe the tools in the system prompt (models without native tools).
         reflection_schema: Ask for structured (JSON) reflections fitting it; None: text.
+        tool_schemas: The run's tools (`nodes.hooks`); None: the six built-ins.
     """
     return build_prompt(
         notes,
@@ -59,6 +67,7 @@ def prompt_of(
         task=state.task,
         text_tools=text_tools,
         reflection_schema=reflection_schema,
+        tool_schemas=tool_schemas,
     )
 
 
@@ -98,8 +107,10 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     if not tool_mode:
         decided = ledger.once(keys.TOOL_MODE, cycle, lambda _conn: (decide_tool_mode(ctx), []))
         tool_mode = update["tool_mode"] = decided["mode"]
+    extensions = extensions_of(ctx)
     if not messages:
         text = state.opening or opening_turn(ctx.user_turn, cycle, state.task)
+        text = _with_operator_messages(text, ctx, cycle)
         ledger.emit(
             Event(
                 cycle,
@@ -121,6 +132,8 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
                 CycleStart(opening=text, advisory=state.advisory),
             ),
         )
+        _start_extensions(ledger, ctx, extensions, state)
+        _apply_interventions(ledger, ctx, cycle)
         messages = [HumanMessage(content=text, id=f"c{cycle}-open")]
         update["messages"] = messages
         update["cycle_started"] = time.time()
@@ -128,6 +141,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
     budget = ctx.num_ctx - ctx.limits.output_reserve_tokens
     text_tools = tool_mode == "text"
+    schemas = extensions.toolset.schemas
     fixed = estimate_tokens(
         system_text(
             [],
@@ -135,10 +149,11 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
             task=state.task,
             text_tools=text_tools,
             reflection_schema=ctx.reflection_schema,
+            tool_schemas=schemas,
         )
     )
     if not text_tools and tools_offered(state.stats, ctx):
-        fixed += TOOLS_TOKENS
+        fixed += TOOLS_TOKENS if schemas is TOOL_SCHEMAS else estimate_tokens(json.dumps(schemas))
     per_reflection = notes_tokens(earlier, bool(state.task))
     trim = plan_trim(messages, fixed + sum(per_reflection), budget)
     omitted = 0
@@ -169,3 +184,61 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
             update["messages"] = [RemoveMessage(id=str(messages[i].id)) for i in trim.dropped]
         update["stats"] = {**state.stats, "trims": state.stats["trims"] + 1}
     return update
+
+
+OPERATOR_NOTE = "A message from the operator: {message}"
+"""How an `operator_message` intervention reads in its cycle's opening turn."""
+
+
+def _with_operator_messages(text: str, ctx: Context, cycle: int) -> str:
+    """The opening turn with this cycle's operator-message interventions after it.
+
+    A function of the config and the cycle alone, so a replayed opening reads the same.
+    """
+    notes = [
+        OPERATOR_NOTE.format(message=item.operator_message)
+        for _, item in applying(ctx.interventions, cycle, "operator_message")
+    ]
+    return "\n\n".join([text, *notes])
+
+
+def _start_extensions(
+    ledger: Ledger, ctx: Context, extensions: Extensions, state: AgentState
+) -> None:
+    """Record the run's own tools and hooks (EXTENSIONS) and call `on_run_start`, once."""
+    record = extensions.record
+    if record is None:
+        return
+    cycle = state.cycle
+
+    def act(_conn: Tx) -> tuple[None, list[Event]]:
+        extensions.call(
+            "on_run_start",
+            {
+                "run_id": ledger.run_id,
+                "cycle": cycle,
+                "model": ctx.model,
+                "tools": extensions.toolset.names,
+            },
+        )
+        return None, [Event(cycle, keys.EXTENSIONS, ExtensionsRecord(**record))]
+
+    ledger.once(keys.EXTENSIONS, cycle, act)
+
+
+def _apply_interventions(ledger: Ledger, ctx: Context, cycle: int) -> None:
+    """Apply the interventions that act as `cycle` opens, each exactly once (journaled)."""
+    for index, item in enumerate(ctx.interventions):
+        if item.kind == "tool_fails" or not item.applies_to(cycle):
+            continue
+
+        def act(conn: Tx, index: int = index, item: Any = item) -> tuple[None, list[Event]]:
+            detail: dict[str, Any]
+            if item.kind == "memory":
+                detail = {"clear": True, "deleted": clear_memory(conn, ledger.run_id)}
+            else:
+                detail = {"message": item.operator_message}
+            payload = InterventionEvent(index=index, kind=item.kind, detail=detail)
+            return None, [Event(cycle, keys.intervention(cycle, index), payload)]
+
+        ledger.once(keys.intervention(cycle, index), cycle, act)

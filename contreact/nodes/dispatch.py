@@ -9,6 +9,7 @@ between here and the next checkpoint neither loses nor doubles a write.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -20,18 +21,20 @@ from langgraph.runtime import Runtime
 from sqlalchemy import select
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.events import Error, Event, OperatorMessage, ToolCall
+from contreact.checkpoints.events import Error, Event, HookAction, OperatorMessage, ToolCall
+from contreact.checkpoints.events import Intervention as InterventionEvent
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.schema import events
 from contreact.checkpoints.statements import Prepared, named
 from contreact.checkpoints.transactions import Tx
 from contreact.graph.state import AgentState, Context, CycleStats, PendingCall, StateUpdate
 from contreact.nodes.budgets import refusal, truncate_output
+from contreact.nodes.hooks import Extensions, HookError, applying, extensions_of, tool_call_info
 from contreact.nodes.step import ledger_of, node
 from contreact.nodes.toolcalls import ParsedCall, call_signature
 from contreact.tools.memory import ToolSession
 from contreact.tools.operator import ask_operator
-from contreact.tools.registry import MEMORY_TOOLS, OPERATOR_TOOL, ToolResult, run_tool
+from contreact.tools.registry import MEMORY_TOOLS, OPERATOR_TOOL, ToolResult
 
 _EVENT = named(events, "run_id", "key")
 _LOGGED_AT = Prepared(
@@ -88,6 +91,7 @@ def _run_call(
     later operator calls in the same message are paired with their own replies.
     """
     key = keys.tool_call(cycle, step, index)
+    extensions = extensions_of(ctx)
 
     def act(conn: Tx) -> tuple[dict[str, Any], list[Event]]:
         started = time.monotonic()
@@ -96,24 +100,31 @@ def _run_call(
             conn=conn,
             memory_value_chars=ctx.limits.memory_value_chars,
             cycle=cycle,
+            key=f"{ledger.run_id}:{key}",
         )
-        outcome = (
-            ToolResult(refused, True) if refused else run_tool(call["name"], call["args"], session)
-        )
+        batch: list[Event] = []
+        ran_call = call
+        if refused:
+            outcome, ran = ToolResult(refused, True), False
+        else:
+            outcome, ran_call, ran = _run_extended(
+                extensions, ctx, session, (cycle, step, index), call, batch
+            )
         output = truncate_output(outcome.output, ctx.limits.tool_output_chars)
-        batch = [
+        batch.insert(
+            0,
             _tool_event(
                 cycle,
                 step,
                 key,
-                call,
+                ran_call,
                 output,
                 outcome.error,
                 refused is not None,
                 truncated=output != outcome.output,
                 seconds=time.monotonic() - started,
-            )
-        ]
+            ),
+        )
         if session.details:
             waited = _seconds_since(conn, ledger.run_id, keys.model_call(cycle, step))
             batch.append(
@@ -123,7 +134,7 @@ def _run_call(
                     OperatorMessage(step=step, wait_s=waited, **session.details),
                 )
             )
-        return {"output": output, "error": outcome.error, "ran": refused is None}, batch
+        return {"output": output, "error": outcome.error, "ran": ran}, batch
 
     def ask_again(_recorded: dict[str, Any]) -> None:
         if call["name"] == OPERATOR_TOOL and refused is None:
@@ -131,12 +142,93 @@ def _run_call(
 
     try:
         return ledger.once(key, cycle, act, replayed=ask_again)
-    except GraphBubbleUp:
+    except (GraphBubbleUp, HookError):
         raise
     except Exception as exc:  # noqa: BLE001 - reported to the model and logged as ERROR
         # The tool's transaction rolled back, so nothing it did persists; record the failure
         # so the model hears about it and the run goes on.
         return ledger.commit(key, cycle, _failure(cycle, step, index, call, exc))
+
+
+def _run_extended(
+    extensions: Extensions,
+    ctx: Context,
+    session: ToolSession,
+    where: tuple[int, int, int],
+    call: PendingCall,
+    batch: list[Event],
+) -> tuple[ToolResult, PendingCall, bool]:
+    """Run a call past the hooks and interventions: (its result, the call as run, ran).
+
+    A before-tool hook may veto the call (not run; the model is told why) or change its
+    arguments (run so; the model is told); a `tool_fails` intervention answers the call
+    with its error instead of running it. Each adds its event to `batch`.
+    """
+    cycle, step, index = where
+    name = call["name"]
+    info = tool_call_info(cycle, step, index, name, call["args"], session.key)
+    decision = extensions.before_tool_call(info)
+    note = ""
+    if decision.rewritten_by and decision.args != call["args"]:
+        batch.append(
+            Event(
+                cycle,
+                keys.tool_hook(cycle, step, index),
+                HookAction(
+                    step=step,
+                    action="rewrite",
+                    hook=", ".join(decision.rewritten_by),
+                    tool_name=name,
+                    parameters=call["args"],
+                    rewritten=decision.args,
+                ),
+            )
+        )
+        shown = json.dumps(decision.args, ensure_ascii=False)
+        note = f"(A hook changed this call's arguments to {shown}.) "
+        call = {**call, "args": decision.args}
+    if decision.vetoed_by is not None:
+        batch.append(
+            Event(
+                cycle,
+                keys.tool_hook(cycle, step, index),
+                HookAction(
+                    step=step,
+                    action="veto",
+                    hook=decision.vetoed_by,
+                    tool_name=name,
+                    parameters=call["args"],
+                    reason=decision.reason,
+                ),
+            )
+        )
+        text = f"Error: this call of {name} was vetoed and did not run: {decision.reason}."
+        return ToolResult(text, True), call, False
+    failing = applying(ctx.interventions, cycle, "tool_fails")
+    failing = [(i, x) for i, x in failing if x.tool_fails.tool == name]
+    if failing:
+        position, item = failing[0]
+        error = item.tool_fails.error
+        batch.append(
+            Event(
+                cycle,
+                keys.tool_intervention(cycle, step, index),
+                InterventionEvent(
+                    index=position,
+                    kind="tool_fails",
+                    detail={"error": error},
+                    step=step,
+                    tool_name=name,
+                ),
+            )
+        )
+        return ToolResult(f"Error: {error}", True), call, False
+    outcome = extensions.toolset.run(name, call["args"], session)
+    extensions.call(
+        "after_tool_call",
+        {**info, "args": call["args"], "output": outcome.output, "error": outcome.error},
+    )
+    return ToolResult(note + outcome.output, outcome.error), call, True
 
 
 def _tool_event(

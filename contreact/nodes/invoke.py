@@ -28,6 +28,7 @@ from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.answer_health import answer_flags
 from contreact.nodes.assemble import prompt_of
 from contreact.nodes.budgets import tools_offered
+from contreact.nodes.hooks import extensions_of
 from contreact.nodes.ollama_client import (
     ModelCallError,
     RetryPolicy,
@@ -102,19 +103,40 @@ def _client(
     timeout_s: float,
     keep_alive: str,
     reasoning: bool | str | None,
-    tools: bool,
+    tools: str | None,
 ) -> Any:
-    """The ChatOllama for these settings, with the tool schemas bound when `tools`.
+    """The ChatOllama for these settings, with the tool schemas (`tools`, JSON) bound.
 
     Kept per process: converting the schemas on every call cost more than the rest of the
     request's set-up.
     """
     client = chat_client(model, host, timeout_s, keep_alive, reasoning)
-    return client.bind_tools(TOOL_SCHEMAS) if tools else client
+    return client.bind_tools(json.loads(tools)) if tools else client
+
+
+_dumped: dict[int, tuple[list[dict[str, Any]], str]] = {}
+
+
+def _schemas_json(schemas: list[dict[str, Any]]) -> str:
+    """The schemas as JSON, the `_client` cache's key: dumped once per list (a run keeps one)."""
+    found = _dumped.get(id(schemas))
+    if found is not None and found[0] is schemas:
+        return found[1]
+    text = json.dumps(schemas)
+    if len(_dumped) > 64:
+        _dumped.clear()
+    # The list is kept with its text, so its id cannot be reused while cached.
+    _dumped[id(schemas)] = (schemas, text)
+    return text
 
 
 def _call_model(
-    ctx: Context, prompt: list[BaseMessage], with_tools: bool, *, may_switch: bool = False
+    ctx: Context,
+    prompt: list[BaseMessage],
+    with_tools: bool,
+    *,
+    may_switch: bool = False,
+    schemas: list[dict[str, Any]] = TOOL_SCHEMAS,
 ) -> dict[str, Any]:
     """One model call with retries; its record.
 
@@ -124,11 +146,12 @@ def _call_model(
     """
     runnable: Any
     if ctx.chat_model is not None:
-        runnable = ctx.chat_model.bind_tools(TOOL_SCHEMAS) if with_tools else ctx.chat_model
+        runnable = ctx.chat_model.bind_tools(schemas) if with_tools else ctx.chat_model
     else:
         ollama = ctx.ollama
+        bound = _schemas_json(schemas) if with_tools else None
         runnable = _client(
-            ctx.model, ctx.host, ollama.timeout_s, ollama.keep_alive, ollama.reasoning, with_tools
+            ctx.model, ctx.host, ollama.timeout_s, ollama.keep_alive, ollama.reasoning, bound
         )
 
     def once() -> dict[str, Any]:
@@ -222,8 +245,21 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     cycle, step_no = state.cycle, state.stats["steps"]
     key = keys.model_call(cycle, step_no)
 
+    extensions = extensions_of(ctx)
+
     def act(_conn: Tx) -> tuple[dict[str, Any], list[Event]]:
+        # Inside the journaled call: a replayed answer does not call the hooks again.
+        extensions.call("before_model_call", {"cycle": cycle, "step": step_no, "model": ctx.model})
         record, payload = _call_and_log(state, ctx, ledger)
+        extensions.call(
+            "after_model_call",
+            {
+                "cycle": cycle,
+                "step": step_no,
+                "content": record.get("content") or "",
+                "tool_calls": record.get("tool_calls") or [],
+            },
+        )
         return record, [Event(cycle, key, payload)]
 
     record = ledger.once(key, cycle, act)
@@ -253,23 +289,30 @@ def _call_and_log(
     cycle, step_no = state.cycle, state.stats["steps"]
     earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
     mode = state.tool_mode or "native"
+    schemas = extensions_of(ctx).toolset.schemas
 
     def prompt_in(mode: str) -> list[BaseMessage]:
         # The prompt assemble built for this step, sent as it is.
         return prompt_of(
-            state, earlier, text_tools=mode == "text", reflection_schema=ctx.reflection_schema
+            state,
+            earlier,
+            text_tools=mode == "text",
+            reflection_schema=ctx.reflection_schema,
+            tool_schemas=schemas,
         )
 
     prompt = prompt_in(mode)
     with_tools = mode == "native" and tools_offered(state.stats, ctx)
     switched = None
     try:
-        record = _call_model(ctx, prompt, with_tools, may_switch=ctx.tools == "auto")
+        record = _call_model(
+            ctx, prompt, with_tools, may_switch=ctx.tools.mode == "auto", schemas=schemas
+        )
         if "no_tools" in record:
             # The model cannot take native tools: from now on this run uses text tools.
             switched, mode, with_tools = record["no_tools"], "text", False
             prompt = prompt_in(mode)
-            record = _call_model(ctx, prompt, with_tools)
+            record = _call_model(ctx, prompt, with_tools, schemas=schemas)
     except ModelCallError as error:
         prefix = keys.model_error_prefix(cycle, step_no)
         n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix)

@@ -33,6 +33,7 @@ from contreact.nodes.answer_health import (
     is_echo,
 )
 from contreact.nodes.budgets import past_time_limit, steps_left
+from contreact.nodes.hooks import extensions_of
 from contreact.nodes.prompts import system_text
 from contreact.nodes.reflection_format import Accepted, check_reflection, correction
 from contreact.nodes.step import ledger_of, node
@@ -44,7 +45,6 @@ from contreact.nodes.toolcalls import (
     parse_response,
     server_parse_error,
 )
-from contreact.tools.registry import PARAMETER_SCHEMAS
 
 # Reasons worth a CYCLE_END flag: the model wrote something that looks like a call but is
 # not one, which a researcher comparing models wants to count.
@@ -130,10 +130,11 @@ def _route(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     step = stats["steps"] - 1
     server_error = message.response_metadata.get("server_parse_error")
     content = message.content if isinstance(message.content, str) else str(message.content)
+    schemas = extensions_of(ctx).toolset.parameter_schemas
     outcome = (
-        server_parse_error(str(server_error), PARAMETER_SCHEMAS)
+        server_parse_error(str(server_error), schemas)
         if server_error
-        else parse_response(content, message.tool_calls, PARAMETER_SCHEMAS)
+        else parse_response(content, message.tool_calls, schemas)
     )
     more_steps = steps_left(stats, ctx)
     budget_flag = "time_budget_exhausted" if stats["out_of_time"] else "step_budget_exhausted"

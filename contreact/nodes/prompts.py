@@ -152,15 +152,17 @@ def system_text(
     omitted: int = 0,
     text_tools: bool = False,
     reflection_schema: Mapping[str, Any] | None = None,
+    tool_schemas: Sequence[dict[str, Any]] | None = None,
 ) -> str:
     """The one system message: prompt, then previous reflections, then the advisory.
 
-    In text-tool mode the tool descriptions follow the verbatim prompt; with a
+    In text-tool mode the tool descriptions (`tool_schemas`, by default the six
+    built-ins) follow the verbatim prompt; with a
     reflection schema (structured reflections) the format of the final answer follows.
     """
     parts = [TASKED_SYSTEM_PROMPT if task else SYSTEM_PROMPT]
     if text_tools:
-        parts.append(text_tools_section(TOOL_SCHEMAS))
+        parts.append(text_tools_section(TOOL_SCHEMAS if tool_schemas is None else tool_schemas))
     if reflection_schema is not None:
         parts.append(reflection_format_section(reflection_schema))
     section = reflections_section(notes, omitted, tasked=bool(task))
@@ -190,6 +192,7 @@ def build_prompt(
     task: str | None = None,
     text_tools: bool = False,
     reflection_schema: Mapping[str, Any] | None = None,
+    tool_schemas: Sequence[dict[str, Any]] | None = None,
 ) -> list[BaseMessage]:
     """The exact message list sent to the model: one system message, then the cycle.
 
@@ -203,6 +206,7 @@ def build_prompt(
         omitted=len(notes) - len(shown),
         text_tools=text_tools,
         reflection_schema=reflection_schema,
+        tool_schemas=tool_schemas,
     )
     turns = text_tool_turns(messages) if text_tools else list(messages)
     return [SystemMessage(content=system), *turns]

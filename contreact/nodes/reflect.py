@@ -20,6 +20,7 @@ from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.registry import complete_studio_run
 from contreact.checkpoints.transactions import Tx
 from contreact.graph.state import AgentState, Context, StateUpdate, fresh_cycle
+from contreact.nodes.hooks import extensions_of
 from contreact.nodes.reflection_format import Accepted, check_reflection, prose_of
 from contreact.nodes.similarity import EMBED_TIMEOUT_S, SimilarityReport, assess
 from contreact.nodes.step import engine_of, ledger_of, node, run_id_of
@@ -77,6 +78,7 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     # The opening turn is never trimmed, so it is still the cycle's first message.
     first = state.messages[0].content if state.messages else ""
     opening = first if isinstance(first, str) else str(first)
+    extensions = extensions_of(ctx)
 
     def act(conn: Tx) -> tuple[dict[str, Any], list[Event]]:
         report = _similarity(state, ctx, ledger)
@@ -115,9 +117,12 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
                 ),
             )
         )
+        # Inside the cycle's journaled close: a replayed close does not call them again.
+        extensions.call("on_cycle_end", {"cycle": cycle, "reflection": text, "metrics": metrics})
         if last:
             batch.append(Event(cycle, keys.run_end(cycle), RunEnd(cycles=cycle)))
             complete_studio_run(conn, run_id_of(state))
+            extensions.call("on_run_end", {"cycle": cycle, "run_id": ledger.run_id})
         return {"advisory": advisory}, batch
 
     record = ledger.once(keys.cycle_end(cycle), cycle, act)

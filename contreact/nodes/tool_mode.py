@@ -45,8 +45,8 @@ def decide_tool_mode(ctx: Context) -> dict[str, Any]:
     unreachable right now) starts native; a 400 "does not support tools" switches it to
     text later (see `invoke`).
     """
-    if ctx.tools != "auto":
-        return {"mode": ctx.tools, "configured": ctx.tools, "capabilities": None}
+    if ctx.tools.mode != "auto":
+        return {"mode": ctx.tools.mode, "configured": ctx.tools.mode, "capabilities": None}
     caps = model_capabilities(ctx.host, ctx.model, ctx.ollama.timeout_s)
     mode: Mode = "text" if caps is not None and "tools" not in caps else "native"
     return {"mode": mode, "configured": "auto", "capabilities": caps}

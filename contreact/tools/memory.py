@@ -31,6 +31,8 @@ class ToolSession:
     conn: Tx
     memory_value_chars: int = 50_000
     cycle: int = 0
+    key: str = ""
+    """The call's idempotency key (scope and journal key), the same on every attempt."""
     details: dict[str, Any] = field(default_factory=dict)
     """Structured facts a tool leaves for its event (e.g. the operator's reply policy)."""
 
@@ -51,6 +53,7 @@ _RUN, _KEY = memories.c.run_id == _PARAMS["run_id"], memories.c.key == _PARAMS["
 _VALUE = Prepared(lambda _: select(memories.c.value).where(_RUN, _KEY))
 _KEYS = Prepared(lambda _: select(memories.c.key).where(_RUN).order_by(memories.c.key))
 _COUNT = Prepared(lambda _: select(func.count()).select_from(memories).where(_RUN))
+_CLEAR = Prepared(lambda _: delete(memories).where(_RUN))
 _DELETE = Prepared(lambda _: delete(memories).where(_RUN, _KEY))
 
 
@@ -147,6 +150,11 @@ def memory_snapshot(engine: Engine, run_id: str) -> dict[str, str]:
             .order_by(memories.c.key)
         )
         return {str(k): str(v) for k, v in rows}
+
+
+def clear_memory(conn: Tx, run_id: str) -> int:
+    """Delete every memory of a run (an intervention's wipe); how many there were."""
+    return _CLEAR.rowcount(conn, {"run_id": run_id})
 
 
 def count_keys(conn: Tx, run_id: str) -> int:

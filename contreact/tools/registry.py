@@ -3,17 +3,21 @@
 Tools are plain typed functions whose first parameter is the injected `ToolSession`;
 the schema the model sees is built from the remaining parameters and the docstring, so
 hidden arguments (run id, database connection) can never appear in it or be set by it.
+A run's `Toolset` is these built-ins less the disabled ones, plus tools of your own
+(`tools.custom`).
 """
 
 from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from contreact.checkpoints.failpoints import tally
+from contreact.tools.custom import CustomTool, ExtensionError
 from contreact.tools.memory import (
     ToolError,
     ToolSession,
@@ -98,19 +102,85 @@ PARAMETER_SCHEMAS: dict[str, Mapping[str, Any]] = {
 """Tool name -> JSON schema of its parameters (what the parser validates against)."""
 
 
-def run_tool(name: str, args: Mapping[str, Any], session: ToolSession) -> ToolResult:
-    """Run one tool call; a refusal becomes an error result, never an exception.
+@dataclass(frozen=True)
+class Toolset:
+    """The tools one run offers: built-ins (less the disabled) and its own, in that order."""
 
-    `GraphInterrupt` from the operator tool is not caught: it must reach LangGraph.
-    """
-    fn = TOOLS.get(name)
-    if fn is None:
-        return ToolResult(f"Error: unknown tool '{name}'. Valid tools: {', '.join(TOOLS)}.", True)
-    tally(f"tool:{name}")
-    try:
-        return ToolResult(fn(session, **args))
-    except ToolError as exc:
-        return ToolResult(f"Error: {exc}.", True)
-    except TypeError as exc:
-        # The parser validates arguments first; this guards direct callers.
-        return ToolResult(f"Error: bad arguments for {name}: {exc}.", True)
+    builtins: Mapping[str, ToolFunction] = field(default_factory=lambda: dict(TOOLS))
+    custom: Mapping[str, CustomTool] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, disable: Iterable[str] = (), custom: Sequence[CustomTool] = ()) -> Toolset:
+        """The built-ins but `disable`, and `custom`; a name used twice is an error."""
+        off = set(disable)
+        builtins = {n: f for n, f in TOOLS.items() if n not in off}
+        own: dict[str, CustomTool] = {}
+        for tool in custom:
+            if tool.name in builtins:
+                raise ExtensionError(
+                    f"tool {tool.origin.get('import_path')!r} is named {tool.name!r}, like a "
+                    f"built-in tool; disable the built-in (`tools.disable`) or rename yours"
+                )
+            if tool.name in own:
+                raise ExtensionError(
+                    f"two tools are named {tool.name!r}: {own[tool.name].origin.get('import_path')}"
+                    f" and {tool.origin.get('import_path')}"
+                )
+            own[tool.name] = tool
+        return cls(builtins, own)
+
+    @property
+    def names(self) -> list[str]:
+        """Every tool's name, in the order they are offered."""
+        return [*self.builtins, *self.custom]
+
+    @cached_property
+    def schemas(self) -> list[dict[str, Any]]:
+        """What `bind_tools` offers the model, and text mode describes."""
+        if not self.custom and len(self.builtins) == len(TOOLS):
+            return TOOL_SCHEMAS
+        return [
+            *(s for s in TOOL_SCHEMAS if s["function"]["name"] in self.builtins),
+            *(t.schema for t in self.custom.values()),
+        ]
+
+    @cached_property
+    def parameter_schemas(self) -> dict[str, Mapping[str, Any]]:
+        """Tool name -> JSON schema of its parameters (what the parser validates against)."""
+        return {s["function"]["name"]: s["function"]["parameters"] for s in self.schemas}
+
+    def run(self, name: str, args: Mapping[str, Any], session: ToolSession) -> ToolResult:
+        """Run one tool call; a refusal becomes an error result, never an exception.
+
+        `GraphInterrupt` from the operator tool is not caught: it must reach LangGraph.
+        A tool of your own that raises anything but `ToolError` raises here (dispatch
+        records it as the tool's failure).
+        """
+        own = self.custom.get(name)
+        fn = self.builtins.get(name)
+        if own is None and fn is None:
+            return ToolResult(
+                f"Error: unknown tool '{name}'. Valid tools: {', '.join(self.names)}.", True
+            )
+        tally(f"tool:{name}")
+        try:
+            if own is not None:
+                return ToolResult(own(args, session.key))
+            assert fn is not None
+            return ToolResult(fn(session, **args))
+        except ToolError as exc:
+            return ToolResult(f"Error: {exc}.", True)
+        except TypeError as exc:
+            if own is not None:
+                raise
+            # The parser validates arguments first; this guards direct callers.
+            return ToolResult(f"Error: bad arguments for {name}: {exc}.", True)
+
+
+BUILTIN_TOOLSET = Toolset()
+"""The six built-ins: a run with no `tools.add`, `tools.disable` or tool entry points."""
+
+
+def run_tool(name: str, args: Mapping[str, Any], session: ToolSession) -> ToolResult:
+    """Run one call of a built-in tool (see `Toolset.run`)."""
+    return BUILTIN_TOOLSET.run(name, args, session)

@@ -1,0 +1,125 @@
+"""Your own tools and hooks, installed as a package, through kill -9 and resume.
+
+The example package `examples/contreact-extras` is pip-installed (into a folder the CLI
+process gets on its PYTHONPATH, so its `contreact.tools` entry points are found as for any
+installed package) and run against the scripted stub. Its tools count their own
+executions in a file, with the idempotency key each was given.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.backends import Backend
+from support.cli import cli
+from support.paths import ROOT
+from support.runs import read_log, write_config
+from support.stub import scripted_stub
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+SCRIPT = {
+    1: [
+        call("write", key="plan", value="roll dice"),
+        call("dice", sides=20),
+        call("clock"),
+        call("delete", key="plan"),  # vetoed: cycles 1-2
+        "Reflection 1.",
+    ],
+    2: [call("dice", sides=6), "Reflection 2."],
+    3: [call("delete", key="plan"), "Reflection 3."],  # allowed from cycle 3
+}
+
+
+@pytest.fixture(scope="module")
+def extras_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example package, installed into a folder of its own (the test venv stays as it is)."""
+    work = tmp_path_factory.mktemp("extras")
+    source = work / "src"
+    shutil.copytree(ROOT / "examples" / "contreact-extras", source)
+    site = work / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+         "--no-index", "--target", str(site), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return site
+
+
+def executions(path: Path) -> list[tuple[str, str]]:
+    """(tool, key) of every time a tool of the package really ran."""
+    if not path.exists():
+        return []
+    return [tuple(line.split(" ", 1)) for line in path.read_text().splitlines()]  # type: ignore[misc]
+
+
+def test_installed_tools_and_hook_run_once_per_recorded_call_across_kill_and_resume(
+    tmp_path: Path, sqlite_backend: Backend, extras_site: Path
+) -> None:
+    counted = tmp_path / "executions.txt"
+    env = {"PYTHONPATH": str(extras_site), "CONTREACT_EXTRAS_COUNT_FILE": str(counted)}
+    with scripted_stub(SCRIPT) as server:
+        config = write_config(
+            tmp_path / "c.yaml",
+            sqlite_backend,
+            run_id="extras",
+            cycles=3,
+            ollama={"host": server.url},
+            hooks=["contreact_extras:guard"],
+        )
+        # Killed inside the dice call's transaction: the tool ran, its result is not recorded.
+        killed = cli(
+            sqlite_backend, "run", str(config),
+            env={**env, "CONTREACT_FAILPOINTS": "before-commit:c1:s1:t0"},
+        )  # fmt: skip
+        assert killed.returncode == -9, killed.stderr
+        assert executions(counted) == [("dice", "extras:c1:s1:t0")]
+        finished = cli(sqlite_backend, "resume", "extras", env=env)
+    assert finished.returncode == 0, finished.stderr
+
+    log = read_log(sqlite_backend, "extras")
+    [record] = [e["payload"] for e in log if e["event_type"] == "EXTENSIONS"]
+    tools = {t["name"]: t for t in record["tools"]}
+    assert set(tools) == {"clock", "dice"}
+    assert tools["dice"]["distribution"] == "contreact-extras"
+    assert tools["dice"]["version"] == "0.1.0" and tools["dice"]["effect"] == "effectful"
+    assert tools["clock"]["import_path"] == "contreact_extras:clock"
+    assert len(tools["clock"]["source_sha256"]) == 64
+    [hook] = record["hooks"]
+    assert hook["import_path"] == "contreact_extras:guard"
+    assert hook["points"] == ["before_tool_call"]
+
+    calls = [e for e in log if e["event_type"] == "TOOL_CALL"]
+    recorded = [
+        (c["payload"]["tool_name"], f"extras:c{c['cycle_number']}:s{c['payload']['step']}:t0")
+        for c in calls
+        if c["payload"]["tool_name"] in ("clock", "dice")
+    ]
+    ran = executions(counted)
+    # Once per recorded call, plus the one in flight at the kill, which carried the same key.
+    assert Counter(ran) - Counter(recorded) == Counter({("dice", "extras:c1:s1:t0"): 1})
+    assert Counter(recorded) - Counter(ran) == Counter()
+    dice = [c["payload"]["output"] for c in calls if c["payload"]["tool_name"] == "dice"]
+    assert dice[0].endswith("on a 20-sided die.") and dice[1].endswith("on a 6-sided die.")
+
+    # The hook vetoed `delete` in cycle 1, the model was told, the memory stayed; cycle 3 ran it.
+    deletes = [c for c in calls if c["payload"]["tool_name"] == "delete"]
+    assert [c["cycle_number"] for c in deletes] == [1, 3]
+    assert "vetoed" in deletes[0]["payload"]["output"] and deletes[0]["payload"]["error"]
+    assert deletes[1]["payload"]["output"] == "Deleted memory 'plan'."
+    [veto] = [e["payload"] for e in log if e["event_type"] == "HOOK"]
+    assert veto["action"] == "veto" and veto["hook"] == "contreact_extras:guard"
+    assert veto["tool_name"] == "delete" and veto["parameters"] == {"key": "plan"}
