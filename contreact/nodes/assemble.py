@@ -32,7 +32,7 @@ from contreact.nodes.context_budget import fit_reflections, plan_trim
 from contreact.nodes.hooks import Extensions, applying, extensions_of
 from contreact.nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
 from contreact.nodes.step import engine_of, ledger_of, node
-from contreact.nodes.tool_mode import decide_tool_mode
+from contreact.nodes.tool_mode import TEXT_MODES, decide_tool_mode
 from contreact.text.tokens import estimate_tokens
 from contreact.tools.memory import clear_memory
 from contreact.tools.registry import TOOL_SCHEMAS
@@ -43,6 +43,7 @@ def prompt_of(
     notes: Sequence[Note],
     *,
     text_tools: bool,
+    constrained: bool = False,
     reflection_schema: Mapping[str, Any] | None = None,
     tool_schemas: Sequence[dict[str, Any]] | None = None,
 ) -> list[BaseMessage]:
@@ -56,6 +57,7 @@ def prompt_of(
         state: The run's state after this node's update.
         notes: The notes of the cycles before `state.cycle`.
         text_tools: Describe the tools in the system prompt (models without native tools).
+        constrained: Introduce them for constrained mode (answers held to a JSON schema).
         reflection_schema: Ask for structured (JSON) reflections fitting it; None: text.
         tool_schemas: The run's tools (`nodes.hooks`); None: the six built-ins.
     """
@@ -66,6 +68,7 @@ def prompt_of(
         advisory=state.advisory,
         task=state.task,
         text_tools=text_tools,
+        constrained=constrained,
         reflection_schema=reflection_schema,
         tool_schemas=tool_schemas,
     )
@@ -140,7 +143,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
 
     earlier = earlier_notes(engine_of(ctx), ledger.run_id, before=cycle)
     budget = ctx.num_ctx - ctx.limits.output_reserve_tokens
-    text_tools = tool_mode == "text"
+    text_tools = tool_mode in TEXT_MODES
     schemas = extensions.toolset.schemas
     fixed = estimate_tokens(
         system_text(
@@ -148,6 +151,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
             advisory=state.advisory,
             task=state.task,
             text_tools=text_tools,
+            constrained=tool_mode == "constrained",
             reflection_schema=ctx.reflection_schema,
             tool_schemas=schemas,
         )
