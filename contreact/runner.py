@@ -13,17 +13,25 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
+from sqlalchemy import Engine
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for, fault_of
-from contreact.checkpoints.events import Event, HostChange, OperatorMessage, RunFork, count_events
+from contreact.checkpoints.events import (
+    Event,
+    HostChange,
+    OperatorMessage,
+    RunFork,
+    count_events,
+    payload_of,
+)
 from contreact.checkpoints.fork import fork_run_history
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.persistence import Checkpointed, Latest, open_run
@@ -48,6 +56,7 @@ from contreact.nodes.ollama_client import ModelCallError
 from contreact.nodes.step import node_started
 from contreact.operator_policy import AskOperator
 from contreact.operator_policy import answer as answer_by_policy
+from contreact.tools.custom import ExtensionError
 from contreact.tools.operator import OPERATOR_INTERRUPT
 
 log = logging.getLogger("contreact")
@@ -122,7 +131,7 @@ def config_of(record: RunRecord, overrides: dict[str, Any] | None = None) -> Con
     return parse_config(apply_overrides(stored, overrides or {}), f"run {record.run_id}")
 
 
-Handed = dict[str, Sequence[Any]]
+Handed = Mapping[str, Sequence[Any]]
 """Tools and hooks handed over from Python: `{"tools": [...], "hooks": [...]}`."""
 
 
@@ -377,7 +386,15 @@ def _drive_steps(
 ) -> RunOutcome:
     progress = progress or SilentProgress()
     ctx = _context(config, storage, handed)
-    extensions_of(ctx)  # a tool or hook that cannot be loaded stops the run before it moves
+    # A tool or hook that cannot be loaded, or one the run had and lacks now, stops the run
+    # before it moves.
+    missing = _missing_tools(engine_for(storage), record.run_id, extensions_of(ctx).toolset.names)
+    if missing:
+        raise ExtensionError(
+            f"run {record.run_id} was started with the tools {', '.join(missing)}, which it "
+            "lacks now: install them again, or hand them over (`contreact.run(config, "
+            "tools=[...])`) to continue it"
+        )
     engine = engine_for(storage)
     with open_run(storage, record.run_id) as saver:
         graph = builder.compile(checkpointer=saver, name="contreact")
@@ -462,6 +479,13 @@ def _drive_steps(
                 return finish("paused", "waiting for the operator's reply")
             progress.operator(message, answer["reply"], answer["policy"])
             payload = Command(resume=answer)
+
+
+def _missing_tools(engine: Engine, run_id: str, names: Sequence[str]) -> list[str]:
+    """The run's own tools (its EXTENSIONS event) that are not among `names`."""
+    recorded = payload_of(engine, run_id, keys.EXTENSIONS)
+    had = [str(t.get("name")) for t in (recorded or {}).get("tools", [])]
+    return [name for name in had if name not in names]
 
 
 def _starting_point(

@@ -537,3 +537,14 @@ def count_events(
         query = query.where(events.c.event_type == event_type)
     with engine.connect() as conn:
         return int(conn.execute(query).scalar_one())
+
+
+def payload_of(engine: Engine, run_id: str, key: str) -> dict[str, Any] | None:
+    """The payload of a run's event `key` (a run-level one, e.g. EXTENSIONS), or None."""
+    query = select(events.c.payload).where(events.c.run_id == run_id, events.c.key == key)
+    with engine.connect() as conn:
+        raw = conn.execute(query).scalar_one_or_none()
+    if raw is None:
+        return None
+    found = json.loads(raw) if isinstance(raw, str) else raw
+    return found if isinstance(found, dict) else None

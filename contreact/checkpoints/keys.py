@@ -72,9 +72,9 @@ def tool_error(cycle: int, step: int, index: int) -> str:
     return f"{tool_call(cycle, step, index)}:error"
 
 
-def tool_hook(cycle: int, step: int, index: int) -> str:
-    """The HOOK event of a call a before-tool hook vetoed or rewrote."""
-    return f"{tool_call(cycle, step, index)}:hook"
+def tool_hook(cycle: int, step: int, index: int, action: str) -> str:
+    """The HOOK event of a call a before-tool hook vetoed or rewrote (`action`)."""
+    return f"{tool_call(cycle, step, index)}:hook:{action}"
 
 
 def tool_intervention(cycle: int, step: int, index: int) -> str:

@@ -355,13 +355,21 @@ def fork(
     new_run_id: Annotated[str, typer.Option("--as", help="The new run's id.")],
     model: Annotated[str | None, typer.Option(help="Continue the branch with this model.")] = None,
     cycles: Annotated[int | None, typer.Option(help="The branch's total cycles.")] = None,
+    no_interventions: Annotated[
+        bool,
+        typer.Option(
+            "--no-interventions", help="Drop the config's interventions (kept by default)."
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Branch RUN from the end of a cycle into a new run (the original is untouched), and run it."""
     from contreact.progress import LineProgress
     from contreact.runner import fork_run
 
-    changes = {"model": model} if model else {}
+    changes: dict[str, Any] = {"model": model} if model else {}
+    if no_interventions:
+        changes["interventions"] = []
     progress = LineProgress(quiet=quiet)
     try:
         outcome = fork_run(

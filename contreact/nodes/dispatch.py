@@ -173,7 +173,7 @@ def _run_extended(
         batch.append(
             Event(
                 cycle,
-                keys.tool_hook(cycle, step, index),
+                keys.tool_hook(cycle, step, index, "rewrite"),
                 HookAction(
                     step=step,
                     action="rewrite",
@@ -191,7 +191,7 @@ def _run_extended(
         batch.append(
             Event(
                 cycle,
-                keys.tool_hook(cycle, step, index),
+                keys.tool_hook(cycle, step, index, "veto"),
                 HookAction(
                     step=step,
                     action="veto",

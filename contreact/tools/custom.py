@@ -120,6 +120,8 @@ def custom_tool(fn: Any, source: str, name: str | None = None) -> CustomTool:
 
     if not callable(fn) or not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         raise ExtensionError(f"tool {source!r} is not a function ({type(fn).__name__})")
+    if not inspect.getdoc(fn):
+        raise ExtensionError(f"tool {source!r} needs a docstring (the model reads it)")
     mark = mark_of(fn)
     tool_name = name or mark.name or fn.__name__
     try:
@@ -136,8 +138,6 @@ def custom_tool(fn: Any, source: str, name: str | None = None) -> CustomTool:
     properties = parameters.setdefault("properties", {})
     properties.pop(KEY_PARAMETER, None)
     parameters["required"] = [r for r in parameters.get("required", []) if r != KEY_PARAMETER]
-    if not schema["function"].get("description"):
-        raise ExtensionError(f"tool {source!r} needs a docstring (the model reads it)")
     origin = {"name": tool_name, "effect": mark.effect, **identity(fn, source)}
     return CustomTool(tool_name, fn, schema, mark.effect, key_parameter, origin)
 

@@ -3,8 +3,8 @@
 `pip install examples/contreact-extras` makes `clock` and `dice` every run's tools (the
 `contreact.tools` entry points in pyproject.toml); `hooks: ["contreact_extras:guard"]` in a
 run config adds the hook. Each tool appends one line, `NAME KEY`, to the file
-`CONTREACT_EXTRAS_COUNT_FILE` names (if set) every time it really runs, so a test can count
-executions across kill -9 and resume.
+`CONTREACT_EXTRAS_COUNT_FILE` names (if set) every time it really runs, and so does the hook
+(`guard KEY`) for every call it sees, so a test can count executions across kill -9 and resume.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class Guard:
 
     def before_tool_call(self, call: dict[str, Any]) -> dict[str, Any] | None:
         """Veto `delete` in cycles 1 and 2; let everything else run."""
+        _count("guard", call["key"])
         if call["name"] == "delete" and call["cycle"] <= 2:
             return {"veto": "deleting memories is not allowed in cycles 1-2"}
         return None
