@@ -423,7 +423,8 @@ def grammar_for(answer_format: Any) -> Any:
     if answer_format != "json" and not isinstance(answer_format, Mapping):
         raise ValueError('invalid format: expected "json" or a valid JSON schema')
     try:
-        return _grammar(json.dumps(answer_format, sort_keys=True))
+        # In the order sent: the grammar writes properties in it (`name` before `arguments`).
+        return _grammar(json.dumps(answer_format))
     except (ValueError, KeyError, TypeError, RuntimeError) as exc:
         raise ValueError(f"invalid JSON schema in format: {exc}") from exc
 

@@ -93,3 +93,13 @@ def test_the_real_backend_refuses_a_format_ollama_refuses(bad: Any) -> None:
     with pytest.raises(ValueError, match='invalid format: expected "json" or a valid JSON schema'):
         grammar_for(bad)
     assert grammar_for(None) is None and grammar_for("") is None
+
+
+def test_the_real_backend_s_grammar_writes_the_tool_s_name_first() -> None:
+    # The schema's property order is the order the model must write in: a tool's name
+    # before its arguments (a grammar of sorted keys would make it write arguments first).
+    pytest.importorskip("llama_cpp")
+    rules = grammar_for(CALLS)._grammar.splitlines()
+    (first,) = [r for r in rules if r.startswith("alternative-0 ::=")]
+    assert first.index("alternative-0-name-kv") < first.index("alternative-0-arguments-kv")
+    assert grammar_for(CALLS) is grammar_for(json.loads(json.dumps(CALLS))), "compiled once"
