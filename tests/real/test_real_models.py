@@ -108,7 +108,7 @@ def test_in_constrained_mode_every_step_parses_and_reaches_the_memory_tools(
     # answer by the format's grammar, every answer is one of the two.
     real.reset()
     config = real_config(
-        tmp_path / "c.yaml", sqlite_backend, real, cycles=2, tools={"mode": "constrained"}
+        tmp_path / "c.yaml", sqlite_backend, real, cycles=3, tools={"mode": "constrained"}
     )
     done = cli(sqlite_backend, "run", str(config), timeout=900)
     assert done.returncode == 0, done.stderr + done.stdout
@@ -122,12 +122,9 @@ def test_in_constrained_mode_every_step_parses_and_reaches_the_memory_tools(
     ]
     assert all(isinstance(o, ToolCalls | FinalAnswer) for o in outcomes), outcomes
     assert not [e for e in log if e["event_type"] == "ERROR"]
-    ran = [
-        e["payload"]["tool_name"]
-        for e in log
-        if e["event_type"] == "TOOL_CALL" and not e["payload"]["error"]
-    ]
-    assert set(ran) & MEMORY_TOOLS, ran
+    tried = [e["payload"] for e in log if e["event_type"] == "TOOL_CALL"]
+    ran = [t["tool_name"] for t in tried if not t["error"]]
+    assert set(ran) & MEMORY_TOOLS, tried
 
 
 def test_kill_9_during_a_real_model_call_then_resume_equals_an_uninterrupted_run(
