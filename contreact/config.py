@@ -37,8 +37,9 @@ from contreact.nodes.reflection_format import schema_problems
 from contreact.ollama_options import check_model_options
 from contreact.text.messages import cut
 
-ToolMode = Literal["auto", "native", "text"]
-"""`auto`: the model's capabilities (`/api/show`) decide between native and text tools."""
+ToolMode = Literal["auto", "native", "text", "constrained"]
+"""`auto`: the model's capabilities (`/api/show`) decide between native and text tools;
+`constrained`: text tools, each answer held to a JSON schema by Ollama's `format`."""
 CheckpointPolicy = Literal["step", "cycle"]
 ReflectionFormat = Literal["text", "json"]
 """`text`: a cycle's final answer is its note as written; `json`: one JSON object fitting
@@ -277,13 +278,13 @@ IMPORT_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 class ToolSettings(_Strict):
     """Which tools the model gets and how they reach it.
 
-    The old string form (`tools: text`) is accepted as `tools: {mode: text}`. A `mode`
-    added later (a constrained `format`) joins `ToolMode`; `add` and `disable` keep.
+    The old string form (`tools: text`) is accepted as `tools: {mode: text}`.
     """
 
     mode: ToolMode = "auto"
     """`native` (Ollama's `tools`), `text` (described after the system prompt, calls parsed
-    from the answer) or `auto` (the model's capabilities decide)."""
+    from the answer), `constrained` (as `text`, and Ollama's `format` admits only one tool
+    call or the final answer) or `auto` (the model's capabilities decide)."""
     add: list[str] = Field(default_factory=list)
     """Your own tools, as `package.module:function` (entry points in the `contreact.tools`
     group are added too)."""

@@ -160,6 +160,10 @@ def _tool_support(model: str, details: dict[str, Any], tools: str) -> Check:
         native = ".Tools" in str(details.get("template", ""))
     if tools == "text":
         return Check("tools", True, "text-tool mode (configured `tools: text`)")
+    if tools == "constrained":
+        return Check(
+            "tools", True, "constrained tool mode (configured: text tools held to a JSON schema)"
+        )
     if native:
         return Check("tools", True, f"native tool calls (`tools: {tools}`)")
     if tools == "native":

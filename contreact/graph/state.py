@@ -101,11 +101,12 @@ class AgentState:
     lineage, so a branch never replays or changes another branch's side effects."""
     task: str | None = None
     """A user task (tasked mode) instead of the task-free prompt; None for ContReAct."""
-    tool_mode: Literal["", "native", "text"] = ""
+    tool_mode: Literal["", "native", "text", "constrained"] = ""
     """How this run's model gets its tools, decided once at its first step (the context's
     `tools`, for `auto` the model's capabilities) and kept, since the prompt depends on it:
     `text` describes the tools after the system prompt and sends tool results as user
-    turns. Empty until decided."""
+    turns; `constrained` does the same and holds each answer to a JSON schema (Ollama's
+    `format`). Empty until decided."""
     last_cycle: int = 1
     """The run ends after this cycle; `resume --cycles N` raises it."""
     cycle: int = 1
@@ -156,7 +157,7 @@ class StateUpdate(TypedDict, total=False):
     run_id: str
     lineage: str
     task: str | None
-    tool_mode: Literal["", "native", "text"]
+    tool_mode: Literal["", "native", "text", "constrained"]
     last_cycle: int
     cycle: int
     opening: str | None

@@ -33,7 +33,7 @@ from contreact.nodes.hooks import Extensions, applying, extensions_of
 from contreact.nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
 from contreact.nodes.provenance import gather
 from contreact.nodes.step import engine_of, ledger_of, node
-from contreact.nodes.tool_mode import decide_tool_mode
+from contreact.nodes.tool_mode import TEXT_MODES, decide_tool_mode
 from contreact.text.tokens import estimate_tokens
 from contreact.tools.memory import clear_memory
 from contreact.tools.registry import TOOL_SCHEMAS
@@ -44,6 +44,7 @@ def prompt_of(
     notes: NoteTail,
     *,
     text_tools: bool,
+    constrained: bool = False,
     reflection_schema: Mapping[str, Any] | None = None,
     tool_schemas: Sequence[dict[str, Any]] | None = None,
 ) -> list[BaseMessage]:
@@ -58,6 +59,7 @@ def prompt_of(
         notes: The newest notes of the cycles before `state.cycle`, reaching back to
             `state.reflections_from` (`notes_for_prompt`).
         text_tools: Describe the tools in the system prompt (models without native tools).
+        constrained: Introduce them for constrained mode (answers held to a JSON schema).
         reflection_schema: Ask for structured (JSON) reflections fitting it; None: text.
         tool_schemas: The run's tools (`nodes.hooks`); None: the six built-ins.
     """
@@ -69,6 +71,7 @@ def prompt_of(
         advisory=state.advisory,
         task=state.task,
         text_tools=text_tools,
+        constrained=constrained,
         reflection_schema=reflection_schema,
         tool_schemas=tool_schemas,
     )
@@ -196,7 +199,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         notes_for_prompt(ctx, ledger.run_id, cycle), budget, bool(state.task)
     )
     earlier = tail.notes
-    text_tools = tool_mode == "text"
+    text_tools = tool_mode in TEXT_MODES
     schemas = extensions.toolset.schemas
     fixed = estimate_tokens(
         system_text(
@@ -204,6 +207,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
             advisory=state.advisory,
             task=state.task,
             text_tools=text_tools,
+            constrained=tool_mode == "constrained",
             reflection_schema=ctx.reflection_schema,
             tool_schemas=schemas,
         )

@@ -27,6 +27,7 @@ from contreact.graph.state import AgentState, Context, CycleStats, StateUpdate
 from contreact.nodes.answer_health import answer_flags
 from contreact.nodes.assemble import notes_for_prompt, prompt_of
 from contreact.nodes.budgets import tools_offered
+from contreact.nodes.constrained_format import answer_schema
 from contreact.nodes.hooks import extensions_of
 from contreact.nodes.ollama_client import (
     ModelCallError,
@@ -40,7 +41,7 @@ from contreact.nodes.ollama_client import (
 )
 from contreact.nodes.step import ledger_of, node
 from contreact.nodes.storable import storable
-from contreact.nodes.tool_mode import is_no_tools_error
+from contreact.nodes.tool_mode import TEXT_MODES, is_no_tools_error
 from contreact.server_numbers import added, checked_fields, dropped_on_this_call
 from contreact.tools.registry import TOOL_SCHEMAS
 
@@ -138,12 +139,14 @@ def call_model(
     *,
     may_switch: bool = False,
     schemas: list[dict[str, Any]] = TOOL_SCHEMAS,
+    answer_format: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One model call with retries; its record.
 
     With `may_switch` (an `auto` run still on native tools), Ollama's 400 "does not
     support tools" is not a failure: the record says `no_tools` and the caller retries
-    the call in text-tool mode.
+    the call in text-tool mode. `answer_format` is sent as Ollama's `format` (the JSON
+    schema of constrained mode).
     """
     runnable: Any
     if ctx.chat_model is not None:
@@ -155,12 +158,14 @@ def call_model(
             ctx.model, ctx.host, ollama.timeout_s, ollama.keep_alive, ollama.reasoning, bound
         )
 
+    sent_format = {"format": answer_format} if answer_format is not None else {}
+
     def once() -> dict[str, Any]:
         started = time.monotonic()
         try:
             with dropped_on_this_call() as dropped:
                 reply = within_deadline(
-                    lambda: runnable.invoke(prompt, options=ctx.sent_options),
+                    lambda: runnable.invoke(prompt, options=ctx.sent_options, **sent_format),
                     ctx.ollama.timeout_s,
                     model=ctx.model,
                     host=ctx.host,
@@ -331,17 +336,30 @@ def _call_and_log(
         return prompt_of(
             state,
             earlier,
-            text_tools=mode == "text",
+            text_tools=mode in TEXT_MODES,
+            constrained=mode == "constrained",
             reflection_schema=ctx.reflection_schema,
             tool_schemas=schemas,
         )
 
     prompt = prompt_in(mode)
-    with_tools = mode == "native" and tools_offered(state.stats, ctx)
+    offered = tools_offered(state.stats, ctx)
+    with_tools = mode == "native" and offered
+    # Constrained mode: the grammar admits a call only while tools are offered.
+    answer_format = (
+        answer_schema(schemas, ctx.reflection_schema, tools=offered)
+        if mode == "constrained"
+        else None
+    )
     switched = None
     try:
         record = call_model(
-            ctx, prompt, with_tools, may_switch=ctx.tools.mode == "auto", schemas=schemas
+            ctx,
+            prompt,
+            with_tools,
+            may_switch=ctx.tools.mode == "auto",
+            schemas=schemas,
+            answer_format=answer_format,
         )
         if "no_tools" in record:
             # The model cannot take native tools: from now on this run uses text tools.
@@ -369,7 +387,7 @@ def _call_and_log(
     # What the model sent may not fit a checkpoint or a database row as is (a 401-digit
     # integer in a tool call, a lone surrogate): kept as text, and the event says so.
     record, converted = storable(record)
-    record["tools_offered"] = with_tools
+    record["tools_offered"] = with_tools or answer_format is not None and offered
     record["tool_mode"] = mode
     payload = LlmInvocation(
         step=step_no,
@@ -392,7 +410,7 @@ def _call_and_log(
         options={
             "model": ctx.model,
             "host": ctx.host,
-            "tools_offered": with_tools,
+            "tools_offered": record["tools_offered"],
             "tool_mode": mode,
             "think": ctx.ollama.reasoning,
             "keep_alive": ctx.ollama.keep_alive,

@@ -38,6 +38,7 @@ from contreact.nodes.prompts import system_text
 from contreact.nodes.reflection_format import Accepted, check_reflection, correction
 from contreact.nodes.step import ledger_of, node
 from contreact.nodes.storable import storable
+from contreact.nodes.tool_mode import TEXT_MODES
 from contreact.nodes.toolcalls import (
     FinalAnswer,
     NoAnswer,
@@ -115,7 +116,13 @@ def parse(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
 def _echo_sources(state: AgentState) -> list[str]:
     """What a reflection may not merely repeat: the system prompt and the cycle's earlier turns."""
     earlier = [m.content for m in state.messages[:-1] if isinstance(m.content, str)]
-    return [system_text([], task=state.task, text_tools=state.tool_mode == "text"), *earlier]
+    system = system_text(
+        [],
+        task=state.task,
+        text_tools=state.tool_mode in TEXT_MODES,
+        constrained=state.tool_mode == "constrained",
+    )
+    return [system, *earlier]
 
 
 def _route(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:

@@ -22,6 +22,7 @@ from langchain_core.messages import (
 )
 
 from contreact.checkpoints.cycles import Note
+from contreact.nodes.constrained_format import EXAMPLE_CALL, FINAL_ACTION
 from contreact.nodes.reflection_format import shown_schema
 from contreact.text.tool_text import tool_call_text, tool_line, tool_response_text
 from contreact.tools.registry import TOOL_SCHEMAS
@@ -63,14 +64,44 @@ The result comes back in the next message inside <tool_response> tags. When you 
 Available tools:"""  # noqa: E501 - prompt text
 
 
-def text_tools_section(schemas: Sequence[dict[str, Any]]) -> str:
+_CONSTRAINED_CALL = f"""## Tools
+
+Your model server cannot pass tools natively, so here they are as text. Every answer of yours is one JSON object and nothing else. To call a tool, answer with the call in this form:
+
+{EXAMPLE_CALL}
+
+The result comes back in the next message inside <tool_response> tags. """  # noqa: E501 - prompt text
+_CONSTRAINED_FINISH = (
+    "To end the cycle, answer with your final response instead, as "
+    f'{{"action": "{FINAL_ACTION}", "action_input": "<your final response>"}}.'
+)
+_CONSTRAINED_STRUCTURED_FINISH = (
+    "To end the cycle, answer with your final response instead, in the format given below."
+)
+
+
+def constrained_tools_intro(structured: bool) -> str:
+    """Constrained mode's intro: the shapes its `format` admits (`nodes.constrained_format`).
+
+    A structured run ends with its reflection object (its format section follows), any
+    other with the free-text finish.
+    """
+    finish = _CONSTRAINED_STRUCTURED_FINISH if structured else _CONSTRAINED_FINISH
+    return f"{_CONSTRAINED_CALL}{finish}\n\nAvailable tools:"
+
+
+def text_tools_section(
+    schemas: Sequence[dict[str, Any]], *, constrained: bool = False, structured: bool = False
+) -> str:
     """The tool descriptions appended after the system prompt in text-tool mode.
 
     One call format only, `<tool_call>{json}</tool_call>` (the parser's tag layer), shown
     with a concrete example instead of placeholders: small models echo placeholders
-    (`"name": "tool_name"`) back as if they were calls.
+    (`"name": "tool_name"`) back as if they were calls. In constrained mode the same tool
+    lines follow an intro naming the shapes the grammar admits: a bare JSON call, and
+    the finish (the reflection object when `structured`).
     """
-    lines = [TEXT_TOOLS_INTRO]
+    lines = [constrained_tools_intro(structured) if constrained else TEXT_TOOLS_INTRO]
     for schema in schemas:
         fn = schema["function"]
         params = fn["parameters"].get("properties", {})
@@ -151,18 +182,26 @@ def system_text(
     task: str | None = None,
     omitted: int = 0,
     text_tools: bool = False,
+    constrained: bool = False,
     reflection_schema: Mapping[str, Any] | None = None,
     tool_schemas: Sequence[dict[str, Any]] | None = None,
 ) -> str:
     """The one system message: prompt, then previous reflections, then the advisory.
 
     In text-tool mode the tool descriptions (`tool_schemas`, by default the six
-    built-ins) follow the verbatim prompt; with a
-    reflection schema (structured reflections) the format of the final answer follows.
+    built-ins) follow the verbatim prompt, introduced for constrained mode when
+    `constrained`; with a reflection schema (structured reflections) the format of the
+    final answer follows.
     """
     parts = [TASKED_SYSTEM_PROMPT if task else SYSTEM_PROMPT]
     if text_tools:
-        parts.append(text_tools_section(TOOL_SCHEMAS if tool_schemas is None else tool_schemas))
+        parts.append(
+            text_tools_section(
+                TOOL_SCHEMAS if tool_schemas is None else tool_schemas,
+                constrained=constrained,
+                structured=reflection_schema is not None,
+            )
+        )
     if reflection_schema is not None:
         parts.append(reflection_format_section(reflection_schema))
     section = reflections_section(notes, omitted, tasked=bool(task))
@@ -192,6 +231,7 @@ def build_prompt(
     advisory: str | None = None,
     task: str | None = None,
     text_tools: bool = False,
+    constrained: bool = False,
     reflection_schema: Mapping[str, Any] | None = None,
     tool_schemas: Sequence[dict[str, Any]] | None = None,
 ) -> list[BaseMessage]:
@@ -207,6 +247,7 @@ def build_prompt(
         task=task,
         omitted=older + len(notes) - len(shown),
         text_tools=text_tools,
+        constrained=constrained,
         reflection_schema=reflection_schema,
         tool_schemas=tool_schemas,
     )

@@ -1,12 +1,15 @@
-"""Native or text tools: decided once per run from the model's capabilities.
+"""Native, text or constrained tools: decided once per run from the config and the model.
 
 Many models Ollama serves (gemma3, phi4, most fine-tunes) lack the `tools` capability, and
 Ollama answers a request that carries `tools` with HTTP 400 "... does not support tools".
 Such a model can still call tools written as text, so contreact has two modes: `native`
 (tools bound through ChatOllama) and `text` (tools described after the system prompt, calls
-parsed from the answer, results sent back as user turns). Config `tools: auto` asks
-`/api/show` once at the run's first step; the decision is journaled and kept in state,
-because the prompt depends on it and a replay must be byte-identical.
+parsed from the answer, results sent back as user turns). A third, `constrained`, is text
+mode with each answer held by Ollama's `format` to one call or the final answer
+(`nodes.constrained_format`), for models too small to write a call unaided; it is only
+ever configured. Config `tools: auto` asks `/api/show` once at the run's first step; the
+decision is journaled and kept in state, because the prompt depends on it and a replay
+must be byte-identical.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import httpx
 from contreact.graph.state import Context
 from contreact.host_credentials import ollama_auth
 
-Mode = Literal["native", "text"]
+Mode = Literal["native", "text", "constrained"]
+
+TEXT_MODES = frozenset({"text", "constrained"})
+"""The modes that describe the tools in the system prompt and parse calls from the text."""
 
 
 def model_capabilities(host: str, model: str, timeout_s: float) -> list[str] | None:

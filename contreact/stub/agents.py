@@ -23,6 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from contreact.stub.answer_format import fill_fields, shaped
 from contreact.stub.embedding import stable_int
 from contreact.stub.ollama_api import ChatRequest, Reply, message_text
 from contreact.text.messages import cut
@@ -179,7 +180,7 @@ class ScriptedAgent:
         if reply.tool_calls and not req.tools_offered:
             reply.content = reply.content or f"Tools withdrawn; closing cycle {cycle}."
             reply.tool_calls = []
-        return reply
+        return shaped(reply, req.format, cycle)
 
 
 # -------------------------------------------------------------------------- simulated
@@ -361,18 +362,19 @@ class SimulatedAgent:
                     f"Cycle {c}, step {step}: the next useful move is {call['name']}; "
                     "keep it small."
                 )
-            if not req.tools:
+            if not req.tools and not req.format_tool_names:
                 # Text-tool mode: the call is written the way the system prompt asked.
                 return Reply(
                     content=tool_call_text(call["name"], call["arguments"]), thinking=thinking
                 )
-            return Reply(tool_calls=[copy.deepcopy(call)], thinking=thinking)
+            return shaped(Reply(tool_calls=[copy.deepcopy(call)], thinking=thinking), req.format, c)
         # Read what was done from the conversation itself: tools may have been withdrawn
         # mid-plan, and only the calls actually made belong in the reflection.
         done = req.cycle_tool_calls
         if req.thinking_requested:
             thinking = f"Cycle {c}: {len(done)} tool call(s) made; time to write my note."
-        return Reply(content=_as_asked(req, self.reflection(req, done)), thinking=thinking)
+        note = Reply(content=_as_asked(req, self.reflection(req, done)), thinking=thinking)
+        return shaped(note, req.format, c)
 
 
 def _as_asked(req: ChatRequest, note: str) -> str:
@@ -380,9 +382,8 @@ def _as_asked(req: ChatRequest, note: str) -> str:
 
     As written, unless the prompt asks for a structured reflection (contreact's section
     "Format of your final response" with a JSON schema): then one JSON object with every
-    field of the schema, its plan-like fields (named `plan` or `next...`) holding the
-    note's plan sentence and other text fields the rest, so that a run with
-    `reflection: {format: json}` can be tested end to end.
+    field of the schema filled from the note (`answer_format.fill_fields`), so that a run
+    with `reflection: {format: json}` can be tested end to end.
     """
     first = req.messages[0] if req.messages else {}
     system = message_text(first.get("content")) if first.get("role") == "system" else ""
@@ -393,29 +394,7 @@ def _as_asked(req: ChatRequest, note: str) -> str:
         schema = None
     if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
         return note
-    sentences = re.split(r"(?<=[.!?])\s+", note)
-    planned = [s for s in sentences if s.startswith(("Next", "My plan"))] or sentences[-1:]
-    told = " ".join(s for s in sentences if s not in planned) or note
-    samples: dict[str, Any] = {
-        "integer": req.cycle,
-        "number": float(req.cycle),
-        "boolean": True,
-        "array": sentences,
-        "object": {"cycle": req.cycle},
-    }
-    fields: dict[str, Any] = {}
-    for name, spec in schema["properties"].items():
-        spec = spec if isinstance(spec, dict) else {}
-        kind = spec.get("type", "string")
-        kind = kind[0] if isinstance(kind, list) and kind else kind
-        if isinstance(spec.get("enum"), list) and spec["enum"]:
-            fields[name] = spec["enum"][0]
-        elif kind == "string":
-            plan_like = name.lower().startswith(("plan", "next"))
-            fields[name] = " ".join(planned) if plan_like else told
-        else:
-            fields[name] = samples.get(str(kind))
-    return json.dumps(fields, ensure_ascii=False)
+    return json.dumps(fill_fields(schema, note, req.cycle), ensure_ascii=False)
 
 
 # ----------------------------------------------------------------------------- looper
@@ -438,6 +417,9 @@ class LooperAgent:
         Returns:
             A single tool call, or the closing text.
         """
+        return shaped(self._respond(req), req.format, req.cycle)
+
+    def _respond(self, req: ChatRequest) -> Reply:
         c, step = req.cycle, req.step
         if not req.tools_offered:
             return Reply(content=f"Done looping in cycle {c}.")

@@ -37,6 +37,8 @@ __all__ = [
     "chat_lines",
     "embed_body",
     "estimate_tokens",
+    "format_branches",
+    "format_tool_names",
     "message_text",
     "show_body",
     "version_body",
@@ -182,7 +184,9 @@ class ChatRequest:
         for message in after:
             if message.get("role") != "assistant":
                 continue
-            calls.extend(written_calls(message_text(message.get("content"))))
+            text = message_text(message.get("content"))
+            bare = _bare_call(text)
+            calls.extend([bare] if bare else written_calls(text))
             for raw in message.get("tool_calls") or []:
                 function = raw.get("function") if isinstance(raw, dict) else None
                 if isinstance(function, dict) and isinstance(function.get("name"), str):
@@ -197,8 +201,13 @@ class ChatRequest:
 
     @property
     def tools_offered(self) -> bool:
-        """Whether the client bound any tools to this call (natively or as text)."""
-        return bool(self.tools) or bool(self.text_tool_names)
+        """Whether the client offered any tools (natively, as text, or in ``format``)."""
+        return bool(self.tools) or bool(self.text_tool_names) or bool(self.format_tool_names)
+
+    @property
+    def format_tool_names(self) -> list[str]:
+        """Tools the request's ``format`` admits a call of (contreact's constrained mode)."""
+        return format_tool_names(self.format)
 
     @property
     def text_tool_names(self) -> list[str]:
@@ -214,7 +223,7 @@ class ChatRequest:
     def tool_names(self) -> list[str]:
         """Names of the offered tools, in the order the client sent them."""
         if not self.tools:
-            return self.text_tool_names
+            return self.text_tool_names or self.format_tool_names
         names = []
         for tool in self.tools:
             function = tool.get("function")
@@ -239,6 +248,45 @@ class ChatRequest:
 def message_text(value: Any) -> str:
     """A message's ``content`` as text (``""`` when absent or not a string)."""
     return value if isinstance(value, str) else ""
+
+
+def format_branches(answer_format: Any) -> list[Mapping[str, Any]]:
+    """The alternatives of a ``format`` schema: its ``anyOf``/``oneOf``, else itself."""
+    if not isinstance(answer_format, Mapping):
+        return []
+    branches = answer_format.get("anyOf", answer_format.get("oneOf"))
+    if isinstance(branches, list):
+        return [b for b in branches if isinstance(b, Mapping)]
+    return [answer_format]
+
+
+def format_tool_names(answer_format: Any) -> list[str]:
+    """The tools a ``format`` schema admits a call of (contreact's constrained tool mode).
+
+    A call branch is an object whose ``name`` property is a constant:
+    ``{"properties": {"name": {"const": "read"}, "arguments": {...}}}``.
+    """
+    names = []
+    for branch in format_branches(answer_format):
+        properties = branch.get("properties")
+        name = properties.get("name") if isinstance(properties, Mapping) else None
+        if isinstance(name, Mapping) and isinstance(name.get("const"), str):
+            names.append(name["const"])
+    return names
+
+
+def _bare_call(text: str) -> dict[str, Any] | None:
+    """A call written as constrained mode's format admits it: the whole text one JSON call."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    arguments = value.get("arguments")
+    if not isinstance(arguments, dict):
+        return None
+    return {"name": value["name"], "arguments": arguments}
 
 
 @dataclass

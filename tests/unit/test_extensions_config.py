@@ -38,7 +38,10 @@ def test_the_builtins_named_in_config_are_the_registrys() -> None:
     ("fields", "fragment"),
     [
         ({"tools": {"mdoe": "text"}}, "unknown key `tools.mdoe` (did you mean `tools.mode`?)"),
-        ({"tools": "constrained"}, "`tools.mode`: Input should be 'auto', 'native' or 'text'"),
+        (
+            {"tools": "grammar"},
+            "`tools.mode`: Input should be 'auto', 'native', 'text' or 'constrained'",
+        ),
         ({"tools": {"disable": ["delet"]}}, "no built-in tool 'delet' (did you mean 'delete'?)"),
         ({"tools": {"add": ["clock"]}}, "'clock': name it as `package.module:name`"),
         ({"hooks": ["pkg.mod"]}, "`hooks`: 'pkg.mod': name it as `package.module:name`"),
