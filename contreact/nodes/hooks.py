@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from contreact.errors import detail
 from contreact.graph.state import Context
 from contreact.tools.custom import ExtensionError, from_config, from_python, identity, load_object
 from contreact.tools.registry import Toolset
@@ -104,10 +105,10 @@ class Extensions:
             try:
                 answers.append((hook, method(dict(info))))
             except Exception as exc:  # noqa: BLE001 - any hook failure fails the step
-                detail = str(exc).splitlines()[0] if str(exc) else "no detail"
+                # What it said, not its class (`--debug` shows the traceback); the run's
+                # failure line adds how to go on once the hook is fixed.
                 raise HookError(
-                    f"hook {hook.source} {point} raised {type(exc).__name__}: {detail} "
-                    f"(cycle {info.get('cycle')}); fix it, then resume the run"
+                    f"hook {hook.source} {point} failed: {detail(exc)} (cycle {info.get('cycle')})"
                 ) from exc
         return answers
 

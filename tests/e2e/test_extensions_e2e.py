@@ -182,8 +182,9 @@ def test_a_hook_that_raises_fails_the_run_in_one_line_and_resume_completes_after
         failed = cli(sqlite_backend, "run", str(config), env=env)
         assert failed.returncode == 1
         assert failed.stderr.splitlines() == [
-            "contreact: run hooked failed: hook flaky_hook:guard before_tool_call raised "
-            "RuntimeError: guard misconfigured (cycle 2); fix it, then resume the run"
+            "contreact: run hooked failed: hook flaky_hook:guard before_tool_call failed: "
+            "guard misconfigured (cycle 2); once that is fixed, `contreact resume hooked` "
+            "continues it"
         ]
         status = cli(sqlite_backend, "status", "hooked", "--json", env=env)
         assert '"status": "failed"' in status.stdout
