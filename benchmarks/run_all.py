@@ -33,6 +33,7 @@ BENCHMARKS = [
     ("persistence_cost", "persistence cost per model call, per stored cycle, at resume"),
     ("instructions", "persistence cost in instructions per model call (callgrind, ~10 minutes)"),
     ("startup", "CLI start-up"),
+    ("cycle_cost", "driver time per cycle, first vs last 10 % of a 1,000-cycle steady run"),
 ]
 
 
