@@ -23,7 +23,7 @@ re-score the set and fail if a pair falls on the wrong side.
 The monitor's cost does not grow with the run: a reflection is compared with the
 `similarity.recent` newest earlier ones and with the older ones that share one of its 16
 MinHash keys (`index_keys`, stored per cycle by `checkpoints.similarity_index`; the newest
-`similarity.per_key` per key), at most 264 texts whose n-grams are counted once per
+`similarity.per_key` per key), at most 164 texts whose n-grams are counted once per
 process. Up to `recent` cycles that is every earlier reflection, as before; the idf is
 smoothed over the texts compared, as ever, and the calibration (pairs scored alone) holds.
 
