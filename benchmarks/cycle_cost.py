@@ -88,6 +88,18 @@ def main() -> None:
     print(f"{cycles} cycles in {elapsed:.1f} s on {backend}")
     rows = [
         [f"cycles 1-{tenth}", first, cpu_first],
+        *(
+            # Once the windows are full (the prompt's notes, the monitor's 100 newest).
+            [
+                [
+                    f"cycles 201-{200 + tenth}",
+                    median(ms[200 : 200 + tenth]),
+                    median(cpu[200 : 200 + tenth]),
+                ]
+            ]
+            if cycles >= 1000
+            else []
+        ),
         [f"cycles {cycles - tenth + 1}-{cycles}", last, cpu_last],
         ["ratio", f"{last / first:.2f}x", f"{cpu_last / cpu_first:.2f}x"],
     ]

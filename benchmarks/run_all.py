@@ -34,6 +34,8 @@ BENCHMARKS = [
     ("instructions", "persistence cost in instructions per model call (callgrind, ~10 minutes)"),
     ("startup", "CLI start-up"),
     ("call_deadline", "(g) a call abandoned at its deadline"),
+    ("cycle_cost", "driver time per cycle, first vs last 10 % of a 1,000-cycle steady run"),
+    ("cycle_work", "note and similarity work per cycle at cycle 10,000 vs 1,000 (seeded)"),
 ]
 
 

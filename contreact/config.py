@@ -195,7 +195,7 @@ class SimilaritySettings(_Strict):
     # (see `contreact.nodes.similarity`).
     lexical_moderate: float = Field(0.26, ge=0, le=1)
     lexical_high: float = Field(0.75, ge=0, le=1)
-    recent: int = Field(200, ge=1)
+    recent: int = Field(100, ge=1)
     """A reflection is compared with this many newest earlier ones, and with the older
     ones its index keys find (`per_key` per key): a check costs the same all run long."""
     per_key: int = Field(4, ge=0)

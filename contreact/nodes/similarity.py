@@ -23,7 +23,7 @@ re-score the set and fail if a pair falls on the wrong side.
 The monitor's cost does not grow with the run: a reflection is compared with the
 `similarity.recent` newest earlier ones and with the older ones that share one of its 16
 MinHash keys (`index_keys`, stored per cycle by `checkpoints.similarity_index`; the newest
-`similarity.per_key` per key), at most 264 texts whose n-grams are counted once per
+`similarity.per_key` per key), at most 164 texts whose n-grams are counted once per
 process. Up to `recent` cycles that is every earlier reflection, as before; the idf is
 smoothed over the texts compared, as ever, and the calibration (pairs scored alone) holds.
 
@@ -36,7 +36,6 @@ import hashlib
 import math
 import re
 import threading
-import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -166,32 +165,38 @@ def ratio(dot: float, a: Iterable[float], b: Iterable[float]) -> float:
     return max(-1.0, min(1.0, value))
 
 
-class _GramIndex:
-    """Each text's character n-grams as arrays of term ids and counts, kept per process.
+def _gram_hashes(grams: Iterable[str], count: int) -> np.ndarray:
+    """64-bit hashes of n-grams: their ids, with no vocabulary to grow over a long run."""
+    return np.fromiter(
+        (
+            int.from_bytes(hashlib.blake2b(g.encode(), digest_size=8).digest(), "little")
+            for g in grams
+        ),
+        np.uint64,
+        count,
+    )
 
-    The monitor scores every cycle's note against every earlier one, so a run of N cycles
-    scores N²/2 pairs; written as Python loops over n-grams that was 60 ms per cycle at
-    cycle 200 (600-character notes). A note's n-grams are counted once, as numpy arrays
-    over one vocabulary, and each cycle's scores are a few array operations.
+
+class _GramIndex:
+    """Each text's character n-grams as arrays of term hashes and counts, kept per process.
+
+    The monitor scores every cycle's note against many earlier ones; written as Python
+    loops over n-grams that was 60 ms per cycle at cycle 200 (600-character notes). A
+    note's n-grams are counted and hashed once, and each cycle's scores are a few array
+    operations. Terms are 64-bit hashes (BLAKE2b) rather than ids in a vocabulary, which
+    would grow with every new n-gram of a long run (and so would the arrays sized by it).
     """
 
     MAX_TEXTS = 4096
-    MAX_TERMS = 2_000_000
-    """Past this many distinct n-grams the vocabulary starts over (texts are re-counted)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._ids: dict[str, int] = {}
         self._texts: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
-    def arrays(self, texts: Sequence[str]) -> tuple[list[tuple[np.ndarray, np.ndarray]], int]:
-        """(term ids, counts) of each text, and the size of the vocabulary they index."""
+    def arrays(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(term hashes, counts) of each text."""
         with self._lock:
-            if len(self._ids) > self.MAX_TERMS:
-                self._ids.clear()
-                self._texts.clear()
-            out = [self._arrays(text) for text in texts]
-            return out, len(self._ids)
+            return [self._arrays(text) for text in texts]
 
     def _arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         found = self._texts.get(text)
@@ -199,9 +204,8 @@ class _GramIndex:
             self._texts.move_to_end(text)
             return found
         grams = char_ngrams(text)
-        ids = self._ids
         found = (
-            np.fromiter((ids.setdefault(g, len(ids)) for g in grams), np.int64, len(grams)),
+            _gram_hashes(grams, len(grams)),
             np.fromiter(grams.values(), np.float64, len(grams)),
         )
         self._texts[text] = found
@@ -227,10 +231,12 @@ class _Weighted:
     @classmethod
     def of(cls, texts: Sequence[str]) -> _Weighted:
         """Weights with idf smoothed over `texts` (`tfidf_vectors`' definition)."""
-        arrays, size = _grams.arrays(texts)
+        arrays = _grams.arrays(texts)
         n = len(texts)
         lengths = [len(a[0]) for a in arrays]
-        ids = np.concatenate([a[0] for a in arrays])
+        # Ids local to these texts: every array below is sized by what is compared.
+        terms, ids = np.unique(np.concatenate([a[0] for a in arrays]), return_inverse=True)
+        size = len(terms)
         owner = np.repeat(np.arange(n), lengths)
         df = np.bincount(ids, minlength=size)
         weights = np.concatenate([a[1] for a in arrays]) * (np.log((1 + n) / (1 + df[ids])) + 1)
@@ -303,11 +309,10 @@ def index_keys(text: str) -> list[int]:
     resemble a new one are found by key among all earlier ones, without comparing it
     with each of them. Signed 64-bit integers (a database BIGINT); [] for an empty text.
     """
-    grams = char_ngrams(text)
-    if not grams:
+    # The n-grams' hashes the scores use (counted once per text and process).
+    ((hashes, _),) = _grams.arrays([text])
+    if not len(hashes):
         return []
-    # CRC-32: deterministic across processes (unlike `hash`), and 8x faster than blake2b.
-    hashes = np.fromiter((zlib.crc32(g.encode()) for g in grams), np.uint64, len(grams))
     # Multiply-shift hashing: wraps mod 2**64 by design; the high half is the hash.
     with np.errstate(over="ignore"):
         mins = ((hashes[:, None] * _HASH_A + _HASH_B) >> np.uint64(32)).min(axis=0)

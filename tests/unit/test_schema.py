@@ -78,3 +78,28 @@ def test_a_changed_schema_is_brought_up_to_date_again(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "contreact.db") as conn:
         marks = conn.execute("SELECT fingerprint FROM contreact_schema").fetchall()
     assert marks == [(schema_fingerprint(),)]
+
+
+def test_an_older_event_log_gets_the_run_cycle_index_instead_of_the_run_index(
+    tmp_path: Path,
+) -> None:
+    """Per-cycle event queries go through (run_id, cycle); the run_id-only index is dropped."""
+    db = tmp_path / "contreact.db"
+    with sqlite3.connect(db) as conn:  # the events table as an older contreact made it
+        conn.execute(
+            "CREATE TABLE contreact_events (id INTEGER PRIMARY KEY, run_id VARCHAR(200) NOT NULL,"
+            ' "key" VARCHAR(200) NOT NULL, cycle INTEGER NOT NULL, event_type VARCHAR(40) NOT '
+            "NULL, timestamp VARCHAR(40) NOT NULL, payload TEXT NOT NULL, CONSTRAINT "
+            'uq_contreact_events_run_key UNIQUE (run_id, "key"))'
+        )
+        conn.execute("CREATE INDEX ix_contreact_events_run_id ON contreact_events (run_id)")
+    _statements_while_opening(tmp_path)
+    with sqlite3.connect(db) as conn:
+        indexes = {r[1] for r in conn.execute("PRAGMA index_list(contreact_events)")}
+        assert "ix_contreact_events_run_cycle" in indexes
+        assert "ix_contreact_events_run_id" not in indexes
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT count(*) FROM contreact_events WHERE run_id = 'r' AND "
+            "cycle = 7 AND \"key\" LIKE 'c7:s0:error:%'"
+        ).fetchall()
+        assert "ix_contreact_events_run_cycle (run_id=? AND cycle=?)" in str(plan)

@@ -257,8 +257,8 @@ def test_the_reports_matrix_is_the_tfidf_cosine_of_every_pair(
 def test_the_index_keys_of_a_labelled_pair_are_shared_as_much_as_the_pair_is_alike() -> None:
     """Older reflections are found by shared index keys: a near-duplicate always is.
 
-    On the calibration pairs: every near-duplicate shares most of the 16 keys, 8 of the 10
-    paraphrases at least one (so they are compared), an unrelated note at most one.
+    On the calibration pairs: every near-duplicate shares most of the 16 keys, every
+    paraphrase at least one (so it is compared), an unrelated note none.
     """
     from contreact.nodes.similarity import INDEX_BANDS, index_keys
 
@@ -268,12 +268,12 @@ def test_the_index_keys_of_a_labelled_pair_are_shared_as_much_as_the_pair_is_ali
         assert len(a) == len(b) == INDEX_BANDS
         shared.setdefault(pair["label"], []).append(len(set(a) & set(b)))
     assert min(shared["near-duplicate"]) >= INDEX_BANDS // 2
-    assert sum(n > 0 for n in shared["paraphrase"]) >= 8
-    assert max(shared["unrelated"]) <= 1
+    assert min(shared["paraphrase"]) >= 1
+    assert max(shared["unrelated"]) == 0
     # Keys are stored with the cycles: they must be the same in every process and version.
     assert index_keys("Lighthouse plan: index every stored key by theme.")[:3] == [
-        5895947366663480755,
-        1650275722728325288,
-        -842936129519721164,
+        9150596923037838883,
+        6921850549547034354,
+        -8619862480346753972,
     ]
     assert index_keys("  ") == []
