@@ -14,23 +14,12 @@ import inspect
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from contreact.errors import detail
 from contreact.graph.state import Context
 from contreact.tools.custom import ExtensionError, from_config, from_python, identity, load_object
 from contreact.tools.registry import Toolset
-
-HOOK_POINTS = (
-    "on_run_start",
-    "before_model_call",
-    "after_model_call",
-    "before_tool_call",
-    "after_tool_call",
-    "on_cycle_end",
-    "on_run_end",
-)
-"""The methods a hook may have; each is called with one dict (see the call sites)."""
 
 HookPoint = Literal[
     "on_run_start",
@@ -41,6 +30,9 @@ HookPoint = Literal[
     "on_cycle_end",
     "on_run_end",
 ]
+
+HOOK_POINTS: tuple[HookPoint, ...] = get_args(HookPoint)
+"""The methods a hook may have; each is called with one dict (see the call sites)."""
 
 
 class HookError(Exception):
