@@ -26,7 +26,7 @@ from contreact.analysis.pei.results import PeiResult, stored_results
 from contreact.analysis.runs import select_runs
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import ToolCall, read_events
-from contreact.checkpoints.fork import replay_call
+from contreact.checkpoints.fork import MEMORY_EVENTS, replay_event
 from contreact.checkpoints.registry import RunRecord
 from contreact.checkpoints.storage import Storage, resolve_storage
 from contreact.errors import MissingExtraError
@@ -151,16 +151,20 @@ def memory_rows(
 ) -> list[dict[str, Any]]:
     """The memory at the end of each finished cycle: one row per (cycle, key).
 
-    Rebuilt by replaying the run's logged tool calls (as a fork rebuilds it), since the
-    database keeps only the memory as it is now.
+    Rebuilt by replaying the run's logged tool calls and memory wipes (as a fork rebuilds
+    it), since the database keeps only the memory as it is now.
     """
-    calls = list(_calls(log))
+    changes = [
+        (int(line["cycle_number"]), str(line["event_type"]), line["payload"])
+        for line in log
+        if line["event_type"] in MEMORY_EVENTS
+    ]
     memory: dict[str, str] = {}
     rows: list[dict[str, Any]] = []
     applied = 0
     for cycle in sorted(finished):
-        while applied < len(calls) and calls[applied][0] <= cycle:
-            replay_call(memory, calls[applied][1])
+        while applied < len(changes) and changes[applied][0] <= cycle:
+            replay_event(memory, changes[applied][1], changes[applied][2])
             applied += 1
         rows += [
             {"run_id": run_id, "cycle": cycle, "key": key, "value": value}

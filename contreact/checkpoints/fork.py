@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, select
 
@@ -55,35 +56,39 @@ class ForkPoint:
 
 
 def memory_at(conn: Connection, scope: str, point: ForkPoint) -> dict[str, str]:
-    """A scope's memory as it was at `point`, replayed from its TOOL_CALL events."""
+    """A scope's memory as it was at `point`, replayed from its logged events."""
     query = (
         select(events.c.key, events.c.payload, events.c.event_type)
         .where(
             events.c.run_id == scope,
-            events.c.event_type.in_([ToolCall.event_type, Intervention.event_type]),
+            events.c.event_type.in_(MEMORY_EVENTS),
             events.c.cycle <= point.cycle,
         )
         .order_by(events.c.id)
     )
     memory: dict[str, str] = {}
     for key, raw, kind in conn.execute(query):
-        if not point.inherits(str(key), str(kind)):
-            continue
-        if kind == Intervention.event_type:
-            # A memory wipe (`interventions: [{memory: {clear: true}}]`) empties it.
-            if Intervention.read(json.loads(raw)).kind == "memory":
-                memory.clear()
-            continue
-        replay_call(memory, ToolCall.read(json.loads(raw)))
+        if point.inherits(str(key), str(kind)):
+            replay_event(memory, str(kind), json.loads(raw))
     return memory
 
 
-def replay_call(memory: dict[str, str], call: ToolCall) -> None:
-    """Apply one logged tool call to `memory` as it changed the run's memory, if it did.
+MEMORY_EVENTS = (ToolCall.event_type, Intervention.event_type)
+"""The events that change a run's memory: a tool call (`write`, `delete`) and a wipe."""
 
-    Memory changes only through successful `write` and `delete` calls, so replaying a
-    scope's TOOL_CALL events in log order rebuilds its memory at any point.
+
+def replay_event(memory: dict[str, str], event_type: str, payload: dict[str, Any]) -> None:
+    """Apply one logged event to `memory` as it changed the run's memory, if it did.
+
+    Memory changes only through successful `write` and `delete` calls and a memory wipe
+    (`interventions: [{memory: {clear: true}}]`), so replaying a scope's `MEMORY_EVENTS`
+    in log order rebuilds its memory at any point.
     """
+    if event_type == Intervention.event_type:
+        if Intervention.read(payload).kind == "memory":
+            memory.clear()
+        return
+    call = ToolCall.read(payload)
     if call.error or call.refused:
         return
     if call.tool_name == "write":

@@ -43,6 +43,18 @@ def test_memory_at_each_cycle_end_replays_the_calls_that_changed_it() -> None:
     assert memory_rows("r", LOG, [4])[0]["value"] == "22"
 
 
+def test_a_memory_wipe_intervention_empties_the_memory_from_its_cycle_on() -> None:
+    wipe = {
+        "cycle_number": 3,
+        "event_type": "INTERVENTION",
+        "payload": {"index": 0, "kind": "memory", "detail": {"clear": True, "deleted": 1}},
+    }
+    message = {**wipe, "payload": {"index": 1, "kind": "operator_message", "detail": {}}}
+    log = [*LOG[:6], message, wipe, *LOG[6:]]
+    held = [(row["cycle"], row["key"]) for row in memory_rows("r", log, [2, 3, 4])]
+    assert held == [(2, "b"), (4, "b")]  # cycle 3 ended empty; cycle 4 wrote b again
+
+
 def test_tool_calls_keep_their_arguments_as_json_text() -> None:
     (first, *_) = tool_call_rows("r", LOG)
     assert (first["cycle"], first["tool_name"], first["parameters"]) == (
