@@ -43,7 +43,7 @@ from contreact.nodes.step import ledger_of, node
 from contreact.nodes.storable import storable
 from contreact.nodes.tool_mode import TEXT_MODES, is_no_tools_error
 from contreact.server_numbers import added, checked_fields, dropped_on_this_call
-from contreact.tools.registry import TOOL_SCHEMAS
+from contreact.tools.registry import BUILTIN_TOOLSET, Toolset
 
 log = logging.getLogger("contreact")
 
@@ -116,29 +116,13 @@ def _client(
     return client.bind_tools(json.loads(tools)) if tools else client
 
 
-_dumped: dict[int, tuple[list[dict[str, Any]], str]] = {}
-
-
-def _schemas_json(schemas: list[dict[str, Any]]) -> str:
-    """The schemas as JSON, the `_client` cache's key: dumped once per list (a run keeps one)."""
-    found = _dumped.get(id(schemas))
-    if found is not None and found[0] is schemas:
-        return found[1]
-    text = json.dumps(schemas)
-    if len(_dumped) > 64:
-        _dumped.clear()
-    # The list is kept with its text, so its id cannot be reused while cached.
-    _dumped[id(schemas)] = (schemas, text)
-    return text
-
-
 def call_model(
     ctx: Context,
     prompt: list[BaseMessage],
     with_tools: bool,
     *,
     may_switch: bool = False,
-    schemas: list[dict[str, Any]] = TOOL_SCHEMAS,
+    toolset: Toolset = BUILTIN_TOOLSET,
     answer_format: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One model call with retries; its record.
@@ -150,10 +134,10 @@ def call_model(
     """
     runnable: Any
     if ctx.chat_model is not None:
-        runnable = ctx.chat_model.bind_tools(schemas) if with_tools else ctx.chat_model
+        runnable = ctx.chat_model.bind_tools(toolset.schemas) if with_tools else ctx.chat_model
     else:
         ollama = ctx.ollama
-        bound = _schemas_json(schemas) if with_tools else None
+        bound = toolset.schemas_json if with_tools else None
         runnable = _client(
             ctx.model, ctx.host, ollama.timeout_s, ollama.keep_alive, ollama.reasoning, bound
         )
@@ -329,7 +313,8 @@ def _call_and_log(
     cycle, step_no = state.cycle, state.stats["steps"]
     earlier = notes_for_prompt(ctx, ledger.run_id, cycle, since=state.reflections_from)
     mode = state.tool_mode or "native"
-    schemas = extensions_of(ctx).toolset.schemas
+    toolset = extensions_of(ctx).toolset
+    schemas = toolset.schemas
 
     def prompt_in(mode: str) -> list[BaseMessage]:
         # The prompt assemble built for this step, sent as it is.
@@ -358,14 +343,14 @@ def _call_and_log(
             prompt,
             with_tools,
             may_switch=ctx.tools.mode == "auto",
-            schemas=schemas,
+            toolset=toolset,
             answer_format=answer_format,
         )
         if "no_tools" in record:
             # The model cannot take native tools: from now on this run uses text tools.
             switched, mode, with_tools = record["no_tools"], "text", False
             prompt = prompt_in(mode)
-            record = call_model(ctx, prompt, with_tools, schemas=schemas)
+            record = call_model(ctx, prompt, with_tools, toolset=toolset)
     except ModelCallError as error:
         prefix = keys.model_error_prefix(cycle, step_no)
         n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix, cycle=cycle)

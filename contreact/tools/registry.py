@@ -10,6 +10,7 @@ A run's `Toolset` is these built-ins less the disabled ones, plus tools of your 
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -143,6 +144,11 @@ class Toolset:
             *(s for s in TOOL_SCHEMAS if s["function"]["name"] in self.builtins),
             *(t.schema for t in self.custom.values()),
         ]
+
+    @cached_property
+    def schemas_json(self) -> str:
+        """The schemas as JSON: the key a client bound to them is cached under (dumped once)."""
+        return json.dumps(self.schemas)
 
     @cached_property
     def parameter_schemas(self) -> dict[str, Mapping[str, Any]]:
