@@ -167,6 +167,25 @@ batch_runs = Table(
 the runs that have not started too, from any machine that sees the storage."""
 
 
+leases = Table(
+    "contreact_leases",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("token", BigInteger, nullable=False),
+    Column("worker", String(300), nullable=False, default=""),
+    Column("host", String(500), nullable=False, default=""),
+    Column("job_id", BigInteger, nullable=True),
+    Column("taken_at", Float, nullable=False),
+    Column("released", Boolean, nullable=False, default=False),
+)
+"""Who may write a run that a study's queue hands out: the worker holding its newest lease.
+
+A worker takes a run's lease (a new token from a sequence) before it drives the run; the
+token goes with every connection its driving process opens, and the database refuses a
+write by any other token (`checkpoints.fencing`). The row stays when the lease is released,
+so an older token stays refused."""
+
+
 schema_marks = Table(
     "contreact_schema",
     metadata,
