@@ -219,25 +219,46 @@ class BatchRunner:
             return list(pool.map(self._one, self.spec.runs))
 
     def _one(self, planned: PlannedRun) -> BatchResult:
+        return self.drive(planned)
+
+    def drive(
+        self, planned: PlannedRun, host: str | None = None, env: dict[str, str] | None = None
+    ) -> BatchResult:
+        """Bring one run as far as it goes in a child process: start, resume or skip it.
+
+        Args:
+            planned: The run.
+            host: The Ollama host to drive it on (None: the one the batch planned, or the
+                run's own once it exists).
+            env: More environment for the child (a queued run's lease, `checkpoints.fencing`).
+        """
         engine = engine_for(self.storage)
         try:
             record = get_run(engine, planned.run_id)
         except RunNotFoundError:
             record = None
         if record is not None and record.status == "completed":
-            return self._result(planned, "skipped (completed)")
+            return self.result_of(planned, "skipped (completed)")
         if record is not None and record.status == "running" and record.driven:
-            return self._result(planned, f"skipped (driven by process {record.pid})")
+            return self.result_of(planned, f"skipped (driven by process {record.pid})")
         if record is None:
+            config = planned.config
+            if host is not None:
+                config = deep_merge(config, {"ollama": {"host": host}})
             config_file = self.folder / f"{planned.run_id}.yaml"
             with open_private(config_file, "w") as fh:
-                fh.write(yaml.safe_dump(planned.config, sort_keys=False))
+                fh.write(yaml.safe_dump(config, sort_keys=False))
             action, args = "started", ["run", str(config_file)]
         else:
             action, args = "resumed", ["resume", planned.run_id]
-        self.notify(planned.run_id, action)
-        code = self._child(planned.run_id, args)
-        tried = {get_run(engine, planned.run_id).host}
+            if host is not None and host != record.host:
+                args += ["--host", host]
+        self.notify(planned.run_id, action + (f" on {host}" if host else ""))
+        code = self._child(planned.run_id, args, env)
+        try:
+            tried = {get_run(engine, planned.run_id).host}
+        except RunNotFoundError:
+            return self.result_of(planned, action)
         while code == 1 and self._host_failed(planned.run_id):
             host = next((h for h in self.spec.hosts if h not in tried and host_answers(h)), None)
             if host is None:
@@ -245,10 +266,10 @@ class BatchRunner:
             tried.add(host)
             self.notify(planned.run_id, f"host down; resuming on {host}")
             action += f", moved to {host}"
-            code = self._child(planned.run_id, ["resume", planned.run_id, "--host", host])
-        return self._result(planned, action)
+            code = self._child(planned.run_id, ["resume", planned.run_id, "--host", host], env)
+        return self.result_of(planned, action)
 
-    def _child(self, run_id: str, args: list[str]) -> int:
+    def _child(self, run_id: str, args: list[str], extra: dict[str, str] | None = None) -> int:
         log = self.folder / f"{run_id}.out"
         # The database URL goes by environment, not argv: `ps` shows argv, with any password.
         env = {
@@ -256,6 +277,7 @@ class BatchRunner:
             **for_children(),
             "CONTREACT_PARENT_PID": str(os.getpid()),
             "CONTREACT_DB_URL": self.storage.url,
+            **(extra or {}),
         }
         with open_private(log, "a") as out:
             proc = subprocess.run(
@@ -276,7 +298,8 @@ class BatchRunner:
         ]
         return bool(errors) and Error.read(errors[-1]["payload"]).kind in HOST_FAILURES
 
-    def _result(self, planned: PlannedRun, action: str) -> BatchResult:
+    def result_of(self, planned: PlannedRun, action: str) -> BatchResult:
+        """How `planned` stands now, as the registry says (`action`: what was done to it)."""
         engine = engine_for(self.storage)
         try:
             record = get_run(engine, planned.run_id)

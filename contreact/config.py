@@ -119,6 +119,13 @@ class OllamaSettings(_Strict):
     hosts: list[str] | None = Field(
         None, description="several Ollama servers: a batch spreads its runs over them"
     )
+    parallel: dict[str, int] | None = Field(
+        None,
+        description="runs each host serves at once (its OLLAMA_NUM_PARALLEL), by host; "
+        "a `hosts` entry `{url: ..., parallel: N}` sets it too",
+    )
+    """A study's queue places runs on the host with the most free slots; none given: a
+    host takes any number and runs go to the least busy."""
     timeout_s: float = Field(120.0, gt=0)
     """Deadline of one attempt at a model call: first byte, every chunk and the total."""
     retries: int = Field(4, ge=0, le=20)
@@ -135,10 +142,45 @@ class OllamaSettings(_Strict):
     def _host(cls, value: str | None) -> str | None:
         return resolve_host(value) if value and value.strip() else None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _host_entries(cls, data: Any) -> Any:
+        """`hosts` entries may be `{url, parallel}`: the slots go to `parallel`."""
+        if not isinstance(data, dict) or not isinstance(data.get("hosts"), list):
+            return data
+        entries = data["hosts"]
+        if not any(isinstance(e, dict) for e in entries):
+            return data
+        slots = dict(data.get("parallel") or {})
+        hosts = []
+        for entry in entries:
+            if isinstance(entry, dict):
+                unknown = set(entry) - {"url", "parallel"}
+                if unknown or "url" not in entry:
+                    raise ValueError(
+                        "a `hosts` entry is a URL or {url: URL, parallel: N}, not "
+                        + ", ".join(sorted(map(str, entry)))
+                    )
+                hosts.append(entry["url"])
+                if "parallel" in entry:
+                    slots[entry["url"]] = entry["parallel"]
+            else:
+                hosts.append(entry)
+        return {**data, "hosts": hosts, "parallel": slots or None}
+
     @field_validator("hosts")
     @classmethod
     def _hosts(cls, value: list[str] | None) -> list[str] | None:
         return [resolve_host(h) for h in value] if value else value
+
+    @field_validator("parallel")
+    @classmethod
+    def _slots(cls, value: dict[str, int] | None) -> dict[str, int] | None:
+        if not value:
+            return None
+        if any(n < 1 for n in value.values()):
+            raise ValueError("a host's `parallel` must be at least 1")
+        return {resolve_host(h): n for h, n in value.items()}
 
     @field_validator("keep_alive", mode="before")
     @classmethod

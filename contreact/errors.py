@@ -19,6 +19,20 @@ class OperatorUnavailableError(Exception):
     """The terminal policy needs a console and there is none."""
 
 
+class LeaseLostError(Exception):
+    """A queued run's driver lost its lease to another worker: it writes nothing more.
+
+    The database refused its write (`checkpoints.fencing`); the run goes on elsewhere.
+    """
+
+    def __init__(self, run_id: str, said: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"run {run_id}: this process lost its lease to another worker and wrote nothing "
+            f"more to the run ({said})"
+        )
+
+
 class MissingExtraError(ImportError):
     """An optional extra's packages are needed and not installed (e.g. pandas: `analysis`)."""
 

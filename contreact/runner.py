@@ -33,6 +33,7 @@ from contreact.checkpoints.events import (
     count_events,
     payload_of,
 )
+from contreact.checkpoints.fencing import lease_lost
 from contreact.checkpoints.fork import fork_run_history
 from contreact.checkpoints.journal import BadRecordError, Ledger, skip_bad_records
 from contreact.checkpoints.persistence import Checkpointed, Latest, open_run
@@ -57,6 +58,7 @@ from contreact.config import (
     parse_config,
 )
 from contreact.errors import (
+    LeaseLostError,
     NotWaitingError,
     OperatorUnavailableError,
     RunAlreadyCompletedError,
@@ -380,6 +382,9 @@ def _drive(
     except RunStoppedByStorage:
         raise
     except Exception as exc:
+        said = lease_lost(exc)
+        if said is not None:
+            raise LeaseLostError(record.run_id, said) from exc
         fault = fault_of(storage, exc)
         if fault is None:
             raise
@@ -490,7 +495,7 @@ def _drive_steps(
                 )
                 raise
             except Exception as exc:
-                if fault_of(storage, exc) is None:
+                if fault_of(storage, exc) is None and lease_lost(exc) is None:
                     # A storage fault is not the run's failure (`_drive` says it stopped).
                     finish("failed", f"unexpected error: {detail(exc)} (rerun with --debug)")
                 raise

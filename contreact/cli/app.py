@@ -107,6 +107,8 @@ def explain(exc: Exception) -> tuple[str, int] | None:
         return str(exc), 2
     if _is(exc, "contreact.errors", "OperatorUnavailableError"):
         return str(exc), 2
+    if _is(exc, "contreact.errors", "LeaseLostError"):
+        return str(exc), 1
     if _is(exc, "contreact.errors", "NotWaitingError"):
         return f"run {run} is not waiting for the operator (see `contreact operator`)", 2
     return None

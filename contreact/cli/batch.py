@@ -191,8 +191,19 @@ def batch(
         typer.Option("--status", help="Show where batch NAME stands (it may run elsewhere)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    no_work: Annotated[
+        bool,
+        typer.Option(
+            "--no-work",
+            help="PostgreSQL: only put the study on the queue, for `contreact worker`s to take.",
+        ),
+    ] = False,
 ) -> None:
-    """Run every model × replicate of CONFIG; run it again to resume the batch."""
+    """Run every model × replicate of CONFIG; run it again to resume the batch.
+
+    With PostgreSQL storage the study goes on a job queue in that database, and this
+    process works on it beside any `contreact worker` on other machines.
+    """
     if status is not None:
         _status(status, as_json)
         return
@@ -222,13 +233,43 @@ def batch(
     )
     planned = [(r.run_id, r.model, int(r.config.get("cycles", 0))) for r in spec.runs]
     record_plan(engine_for(where), spec.name, planned)
+    queue = None
+    if not where.is_sqlite:
+        from contreact.study_queue import StudyQueue, prepare
+
+        prepare(where)
+        queue = StudyQueue(where)
+        enqueued = queue.enqueue(spec)
+        lines.print(
+            f"batch {spec.name}: {len(enqueued.queued)} queued, {len(enqueued.waiting)} "
+            f"already queued or running, {len(enqueued.finished)} completed",
+            markup=False,
+        )
+        if no_work:
+            lines.print(
+                f"take its runs with `contreact worker` on any machine that reaches "
+                f"{where.shown}; follow it with `contreact batch --status {spec.name}`",
+                markup=False,
+            )
+            return
+    elif no_work:
+        raise BadInputError(
+            "--no-work puts a study on the queue in a PostgreSQL database; with SQLite, "
+            "`contreact batch CONFIG` drives it on this machine"
+        )
     watch = BatchWatch(engine_for(where), planned)
     with Follower(watch, live=lines.is_terminal, lines=lines) as follower:
 
         def notify(run_id: str, what: str) -> None:
             follower.say(f"  {run_id}: {what}")
 
-        results = BatchRunner(spec, where, flags, notify).run(parallel or spec.parallel)
+        runner = BatchRunner(spec, where, flags, notify)
+        if queue is None:
+            results = runner.run(parallel or spec.parallel)
+        else:
+            queue.notify = notify
+            queue.work(parallel=parallel or spec.parallel, studies=[spec], cli_flags=flags)
+            results = [runner.result_of(p, "queued") for p in spec.runs]
     if as_json:
         emit_json([asdict(r) for r in results])
     else:
@@ -238,3 +279,35 @@ def batch(
         raise typer.Exit(1)
     if "paused" in statuses:
         raise typer.Exit(3)
+
+
+@command()
+def worker(
+    parallel: Annotated[int, typer.Option(help="Runs this worker drives at once.")] = 1,
+    forever: Annotated[
+        bool, typer.Option("--forever", help="Keep waiting for new studies when all are done.")
+    ] = False,
+) -> None:
+    """Take queued runs of any study (PostgreSQL) until every run is finished."""
+    if parallel < 1:
+        raise BadInputError("--parallel must be at least 1")
+    where = storage()
+    if where.is_sqlite:
+        raise BadInputError(
+            "`contreact worker` takes runs from the study queue in a PostgreSQL database: "
+            "give --storage postgresql+psycopg://... or set CONTREACT_DB_URL (with SQLite, "
+            "`contreact batch CONFIG` drives a study on this machine)"
+        )
+    from contreact.checkpoints.fencing import worker_name
+    from contreact.study_queue import StudyQueue, prepare
+
+    prepare(where)
+
+    def notify(run_id: str, what: str) -> None:
+        out.print(f"  {run_id}: {what}", markup=False)
+
+    out.print(f"worker {worker_name()}: taking queued runs, {parallel} at a time", markup=False)
+    StudyQueue(where, notify).work(
+        parallel=parallel, forever=forever, cli_flags=["--data-dir", str(where.data_dir)]
+    )
+    out.print(f"worker {worker_name()}: every queued run is finished", markup=False)
