@@ -166,7 +166,7 @@ class StudyQueue:
                 await task.defer_async(
                     study=spec.name,
                     planned=asdict(planned),
-                    hosts=spec.hosts,
+                    hosts=list[Any](spec.hosts),
                     slots=(planned.config.get("ollama") or {}).get("parallel") or {},
                 )
                 queued.append(planned.run_id)
@@ -203,7 +203,7 @@ class StudyQueue:
         async with self.app.open_async():
             worker = asyncio.create_task(
                 self.app.run_worker_async(
-                    queues=queues,
+                    queues=queues,  # type: ignore[arg-type]  # None: every queue
                     concurrency=parallel,
                     name=worker_name(),
                     wait=True,
@@ -233,7 +233,8 @@ class StudyQueue:
                 continue
             with contextlib.suppress(Exception):  # another worker retried it first
                 await manager.retry_job(job)
-                run_id = str(job.task_kwargs.get("planned", {}).get("run_id"))
+                planned: Any = job.task_kwargs.get("planned") or {}
+                run_id = str(planned.get("run_id"))
                 self.notify(run_id, "its worker stopped beating; queued again")
         open_runs, lost = await asyncio.to_thread(self._open_runs, queues)
         for args in lost:
@@ -328,7 +329,7 @@ class StudyQueue:
             # One placement at a time, across machines: two jobs must not both take the
             # last slot of a host.
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('contreact_hosts'))"))
-            busy = dict(
+            busy: dict[str, int] = dict(
                 conn.execute(
                     text(
                         "SELECT l.host, count(*) FROM contreact_leases l JOIN procrastinate_jobs "
@@ -344,7 +345,7 @@ class StudyQueue:
                 previous = (run.config.get("ollama") or {}).get("host")
 
             def free(host: str) -> float:
-                return slots.get(host, float("inf")) - busy.get(host, 0)
+                return float(slots.get(host, float("inf"))) - busy.get(host, 0)
 
             # Most free slots first; among equals the run's own host (its prompt cache is
             # there), then the least busy.
