@@ -18,6 +18,7 @@ settings apply to that model's runs only.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import subprocess
@@ -205,6 +206,8 @@ class BatchRunner:
         self.notify = notify
         self.folder = storage.data_dir / "batches" / spec.name
         self._lock = threading.Lock()
+        self.children: set[subprocess.Popen[bytes]] = set()
+        """The run processes being waited on (a worker stops them when it is stopped)."""
 
     def run(self, parallel: int) -> list[BatchResult]:
         """Bring every run of the batch as far as it goes; results in batch order."""
@@ -280,15 +283,24 @@ class BatchRunner:
             **(extra or {}),
         }
         with open_private(log, "a") as out:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 [sys.executable, "-m", "contreact", *self.cli_flags, *args, "--quiet"],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
-                check=False,
             )
-        return proc.returncode
+            self.children.add(proc)
+            try:
+                return proc.wait()
+            finally:
+                self.children.discard(proc)
+
+    def stop_children(self) -> None:
+        """Ask every run process to stop (SIGTERM: each records its run interrupted)."""
+        for proc in list(self.children):
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
 
     def _host_failed(self, run_id: str) -> bool:
         errors = [

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from contreact.checkpoints.registry import list_runs
-from contreact.checkpoints.schema import batch_runs, events, runs
+from contreact.checkpoints.schema import batch_runs, events, leases, runs
 from contreact.server_numbers import number
 
 FINAL = frozenset({"completed", "failed", "interrupted", "paused"})
@@ -48,6 +48,8 @@ class RunView:
     """The Ollama host the run talks to (empty until it starts)."""
     driver: str = ""
     """The machine and process driving it (`host:pid`) while one does."""
+    worker: str = ""
+    """The queue's worker holding its lease (`machine:pid`), for a study on the queue."""
     tokens_per_s: float | None = None
     """Output tokens per second of the last model call."""
     cycle_seconds: list[float] = field(default_factory=list)
@@ -133,6 +135,16 @@ class BatchWatch:
                 view.host = record.host
                 driven = record.status == "running" and record.driven
                 view.driver = f"{record.driver_host or '?'}:{record.pid}" if driven else ""
+        with self.engine.connect() as conn:
+            held = dict(
+                conn.execute(
+                    select(leases.c.run_id, leases.c.worker).where(
+                        leases.c.run_id.in_(ids), leases.c.released.is_(False)
+                    )
+                ).all()
+            )
+        for run_id, view in self.views.items():
+            view.worker = str(held.get(run_id, ""))
         self._first = False
         return ended
 

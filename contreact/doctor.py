@@ -136,7 +136,39 @@ def batch_checks(
                 continue
             for model, tools in models.items():
                 yield from _model_checks(client, host, model, tools)
-    yield _storage_check(storage)
+    stored = _storage_check(storage)
+    yield stored
+    if stored.ok and not storage.is_sqlite:
+        yield _queue_check(storage)
+
+
+def _queue_check(storage: Storage) -> Check:
+    """Whether the study queue is in the database, or can be made there (PostgreSQL)."""
+    from sqlalchemy import text
+
+    try:
+        with engine_for(storage).connect() as conn:
+            if conn.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar() is None:
+                allowed = conn.execute(
+                    text("SELECT has_schema_privilege(current_user, 'public', 'CREATE')")
+                ).scalar()
+                if not allowed:
+                    return Check(
+                        "queue",
+                        False,
+                        f"the study queue's tables cannot be made in {storage.shown_url}: "
+                        "this role may not CREATE in schema public",
+                    )
+                return Check("queue", True, "made in the database by the first `contreact batch`")
+            queued, workers = conn.execute(
+                text(
+                    "SELECT (SELECT count(*) FROM procrastinate_jobs WHERE status IN "
+                    "('todo', 'doing')), (SELECT count(*) FROM procrastinate_workers)"
+                )
+            ).one()
+        return Check("queue", True, f"{queued} runs queued or in hand, {workers} workers beating")
+    except Exception as exc:  # noqa: BLE001 - any failure is the verdict
+        return Check("queue", False, f"cannot read the study queue: {storage.redact(detail(exc))}")
 
 
 def _storage_check(storage: Storage) -> Check:

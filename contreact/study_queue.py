@@ -132,6 +132,8 @@ class StudyQueue:
         self.notify: Notify = notify or (lambda _run, _what: None)
         self.app = App(connector=PsycopgConnector(conninfo=storage.libpq_url))
         self.results: dict[str, BatchResult] = {}
+        self.runners: set[BatchRunner] = set()
+        """The jobs' runners, whose run processes a stopped worker stops."""
         self.app.task(name=TASK, pass_context=True)(self._job)
 
     # Enqueueing ---------------------------------------------------------------------------
@@ -220,6 +222,10 @@ class StudyQueue:
                     if await self._sweep(queues) and not forever:
                         break
             finally:
+                # Stopped (Ctrl-C, SIGTERM) with runs in hand: their processes record them
+                # interrupted and exit, and another worker's sweep queues them again.
+                for runner in list(self.runners):
+                    runner.stop_children()
                 worker.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await worker
@@ -296,9 +302,11 @@ class StudyQueue:
         host, token = await self._place(run, hosts, slots, context.job.id)
         spec = BatchSpec(study, [run], hosts, 1)
         runner = BatchRunner(spec, self.storage, self.cli_flags, self.notify)
+        self.runners.add(runner)
         try:
             result = await asyncio.to_thread(runner.drive, run, host, fenced_env(token))
         finally:
+            self.runners.discard(runner)
             still = await asyncio.to_thread(holds, self.engine, run.run_id, token)
             if still:
                 await asyncio.to_thread(release_lease, self.engine, run.run_id, token)

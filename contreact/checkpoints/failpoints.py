@@ -17,9 +17,16 @@ _ARMED = frozenset(
 
 
 def failpoint(name: str) -> None:
-    """Die at once (SIGKILL, like a power cut for this process) if `name` is armed."""
+    """Die at once (SIGKILL, like a power cut for this process) if `name` is armed.
+
+    Armed as `stop:NAME`, the process stops itself there instead (SIGSTOP), for a test
+    that kills something else at that moment: the worker driving this process, say,
+    while a tool's effect is done and not yet committed.
+    """
     if name in _ARMED:
         os.kill(os.getpid(), signal.SIGKILL)
+    if _ARMED and f"stop:{name}" in _ARMED:
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 _TALLY_FILE = os.environ.get("CONTREACT_TALLY_FILE", "")

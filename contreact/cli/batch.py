@@ -27,7 +27,18 @@ if TYPE_CHECKING:
     from contreact.batch_watch import BatchWatch, CycleDone
 
 LIVE_COLUMNS = ["run", "model", "cycle", "step", "status", "tok/s", "ETA"]
-STATUS_COLUMNS = ["run", "model", "cycle", "step", "status", "tok/s", "ETA", "host", "driver"]
+STATUS_COLUMNS = [
+    "run",
+    "model",
+    "cycle",
+    "step",
+    "status",
+    "tok/s",
+    "ETA",
+    "host",
+    "driver",
+    "worker",
+]
 POLL_S = 0.5
 
 
@@ -158,6 +169,7 @@ def _status(name: str, as_json: bool) -> None:
                     "eta_s": v.eta_seconds(now),
                     "host": v.host,
                     "driver": v.driver,
+                    "worker": v.worker,
                 }
                 for v in watch.views.values()
             ]
@@ -166,7 +178,10 @@ def _status(name: str, as_json: bool) -> None:
     views = list(watch.views.values())
     emit_table(
         STATUS_COLUMNS,
-        [[*row, v.host, v.driver] for row, v in zip(_live_rows(watch), views, strict=True)],
+        [
+            [*row, v.host, v.driver, v.worker]
+            for row, v in zip(_live_rows(watch), views, strict=True)
+        ],
     )
     hosts: dict[str, list[str]] = {}
     for v in views:
@@ -235,9 +250,16 @@ def batch(
     record_plan(engine_for(where), spec.name, planned)
     queue = None
     if not where.is_sqlite:
+        from contreact.errors import detail
         from contreact.study_queue import StudyQueue, prepare
 
-        prepare(where)
+        try:
+            prepare(where)
+        except Exception as exc:  # noqa: BLE001 - any failure stops the batch before it starts
+            raise BadInputError(
+                f"batch {spec.name} not started: the study queue in {where.shown} cannot be "
+                f"made ready: {where.redact(detail(exc))}"
+            ) from None
         queue = StudyQueue(where)
         enqueued = queue.enqueue(spec)
         lines.print(

@@ -8,6 +8,7 @@ that run left, whatever happened to the workers on the way.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -106,6 +107,11 @@ def test_workers_share_a_study_and_one_killed_mid_run_loses_nothing(
             what="the first worker ending a cycle",
         )
         held = held_by(storage, first)
+        # Where the study stands, from any machine: every run, the worker holding each.
+        shown = cli_in_process(postgres_backend, "batch", "--status", "shared", "--json")
+        standing = {r["run_id"]: r for r in json.loads(shown.stdout)}
+        assert len(standing) == 4
+        assert standing[victim[0]]["worker"].endswith(f":{first.proc.pid}")
         first.signal(signal.SIGKILL)
         first.proc.wait(timeout=10)
         assert second.wait(timeout=240) == 0, second.output()
@@ -179,3 +185,25 @@ def test_no_work_needs_the_queues_database(tmp_path: Path) -> None:
         config = study(tmp_path / "s.yaml", [a.url], {"data_dir": str(local.data_dir)})
         done = cli_in_process(local, "batch", str(config), "--no-work")
     assert done.returncode == 2 and "PostgreSQL" in done.stderr
+
+
+def test_a_model_no_host_serves_stops_the_study_before_anything_is_queued(
+    tmp_path: Path, postgres_backend: Backend
+) -> None:
+    url = str(postgres_backend.db_url)
+    with StubServer(models=MODELS[:1]).start() as a:
+        host = a.url
+        config = study(tmp_path / "study.yaml", [host], {"url": url})
+        done = cli_in_process(postgres_backend, "batch", str(config))
+    assert done.returncode == 2
+    assert MODELS[1] in done.stderr and host in done.stderr and "not started" in done.stderr
+    from contreact.checkpoints.engines import engine_for
+
+    with engine_for(postgres_backend.storage()).connect() as conn:
+        queue = conn.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar()
+        jobs = (
+            0
+            if queue is None
+            else conn.execute(text("SELECT count(*) FROM procrastinate_jobs")).scalar()
+        )
+    assert jobs == 0
