@@ -76,7 +76,7 @@ class Machine:
         )
 
     def kill(self) -> None:
-        """kill -9 the worker and the run processes it drives."""
+        """SIGKILL the worker and the run processes it drives."""
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
 
