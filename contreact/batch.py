@@ -21,8 +21,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -50,6 +48,7 @@ from contreact.config import (
     parse_config,
 )
 from contreact.host_credentials import for_children, ollama_auth
+from contreact.run_process import RunProcess
 
 HOST_FAILURES = frozenset({"connection", "timeout"})
 
@@ -206,7 +205,7 @@ class BatchRunner:
         self.notify = notify
         self.folder = storage.data_dir / "batches" / spec.name
         self._lock = threading.Lock()
-        self.children: set[subprocess.Popen[bytes]] = set()
+        self.children: set[RunProcess] = set()
         """The run processes being waited on (a worker stops them when it is stopped)."""
 
     def run(self, parallel: int) -> list[BatchResult]:
@@ -282,19 +281,14 @@ class BatchRunner:
             "CONTREACT_DB_URL": self.storage.url,
             **(extra or {}),
         }
-        with open_private(log, "a") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "contreact", *self.cli_flags, *args, "--quiet"],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-            )
-            self.children.add(proc)
-            try:
-                return proc.wait()
-            finally:
-                self.children.discard(proc)
+        with open_private(log, "a"):
+            pass  # made private before the run process appends to it
+        proc = RunProcess([*self.cli_flags, *args, "--quiet"], env, log)
+        self.children.add(proc)
+        try:
+            return proc.wait()
+        finally:
+            self.children.discard(proc)
 
     def stop_children(self) -> None:
         """Ask every run process to stop (SIGTERM: each records its run interrupted)."""

@@ -335,12 +335,22 @@ def main_options(
 
 
 def die_with_parent() -> None:
-    """In a batch's child: be killed when the batch process dies (Linux), never orphaned."""
+    """In a batch's or worker's run process: be killed when that process dies, never orphaned.
+
+    A process it started itself gets the kernel's parent-death signal (Linux). A process
+    forked by its fork server (`contreact.run_process`) has the server as its parent, and
+    the server lives as long as any process it forked: this one watches the batch process
+    itself instead (a pidfd becomes readable when that process exits).
+    """
     parent = os.environ.get("CONTREACT_PARENT_PID")
     if not parent or not sys.platform.startswith("linux"):
         return
-    import ctypes
     import signal
+
+    if os.getppid() != int(parent):
+        _watch(int(parent))
+        return
+    import ctypes
 
     pr_set_pdeathsig = 1
     try:
@@ -350,3 +360,21 @@ def die_with_parent() -> None:
     if os.getppid() != int(parent):
         # The batch died before the signal was armed.
         os._exit(1)
+
+
+def _watch(pid: int) -> None:
+    """Kill this process (SIGKILL, as the parent-death signal would) when `pid` exits."""
+    import select
+    import signal
+    import threading
+
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(1)  # the batch died before this process started watching it
+
+    def wait() -> None:
+        select.select([handle], [], [])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=wait, name="parent-watch", daemon=True).start()
