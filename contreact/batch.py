@@ -181,6 +181,12 @@ def replicate_seed(base: Any, replicate: int) -> int | None:
     return base + replicate - 1
 
 
+def describe(result: BatchResult) -> str:
+    """How a run ended, in a few words: `completed (3 cycles)`, `failed (1 cycles): why`."""
+    why = f": {result.reason}" if result.status == "failed" and result.reason else ""
+    return f"{result.status} ({result.cycles} cycles){why}"
+
+
 def host_answers(host: str, timeout: float = 3.0) -> bool:
     """Whether an Ollama server answers at `host`."""
     try:
@@ -224,7 +230,11 @@ class BatchRunner:
         return self.drive(planned)
 
     def drive(
-        self, planned: PlannedRun, host: str | None = None, env: dict[str, str] | None = None
+        self,
+        planned: PlannedRun,
+        host: str | None = None,
+        env: dict[str, str] | None = None,
+        say: bool = True,
     ) -> BatchResult:
         """Bring one run as far as it goes in a child process: start, resume or skip it.
 
@@ -233,6 +243,7 @@ class BatchRunner:
             host: The Ollama host to drive it on (None: the one the batch planned, or the
                 run's own once it exists).
             env: More environment for the child (a queued run's lease, `checkpoints.fencing`).
+            say: Tell `notify` how the run ended.
         """
         engine = engine_for(self.storage)
         try:
@@ -260,7 +271,7 @@ class BatchRunner:
         try:
             tried = {get_run(engine, planned.run_id).host}
         except RunNotFoundError:
-            return self.result_of(planned, action)
+            return self.result_of(planned, action, say)
         while code == 1 and self._host_failed(planned.run_id):
             host = next((h for h in self.spec.hosts if h not in tried and host_answers(h)), None)
             if host is None:
@@ -269,7 +280,7 @@ class BatchRunner:
             self.notify(planned.run_id, f"host down; resuming on {host}")
             action += f", moved to {host}"
             code = self._child(planned.run_id, ["resume", planned.run_id, "--host", host], env)
-        return self.result_of(planned, action)
+        return self.result_of(planned, action, say)
 
     def _child(self, run_id: str, args: list[str], extra: dict[str, str] | None = None) -> int:
         log = self.folder / f"{run_id}.out"
@@ -304,8 +315,11 @@ class BatchRunner:
         ]
         return bool(errors) and Error.read(errors[-1]["payload"]).kind in HOST_FAILURES
 
-    def result_of(self, planned: PlannedRun, action: str) -> BatchResult:
-        """How `planned` stands now, as the registry says (`action`: what was done to it)."""
+    def result_of(self, planned: PlannedRun, action: str, say: bool = True) -> BatchResult:
+        """How `planned` stands now, as the registry says (`action`: what was done to it).
+
+        `say`: tell `notify` too.
+        """
         engine = engine_for(self.storage)
         try:
             record = get_run(engine, planned.run_id)
@@ -332,6 +346,6 @@ class BatchRunner:
             else 0,
             reason=record.reason,
         )
-        why = f": {record.reason}" if record.status == "failed" and record.reason else ""
-        self.notify(planned.run_id, f"{result.status} ({result.cycles} cycles){why}")
+        if say:
+            self.notify(planned.run_id, describe(result))
         return result

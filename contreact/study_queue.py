@@ -32,7 +32,14 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from contreact.batch import BatchResult, BatchRunner, BatchSpec, PlannedRun, host_answers
+from contreact.batch import (
+    BatchResult,
+    BatchRunner,
+    BatchSpec,
+    PlannedRun,
+    describe,
+    host_answers,
+)
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.fencing import (
     fenced_env,
@@ -121,6 +128,21 @@ def _run_state(engine: Engine, run_id: str) -> tuple[str | None, bool]:
     return record.status, record.status == "running" and record.driven
 
 
+def _settled_elsewhere(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Asyncio's report of a task's unretrieved exception, except the one a takeover causes.
+
+    A worker whose lease passed on settles its job late, after the worker that took the
+    run over settled it: procrastinate refuses ("Job was not found or not in ... status")
+    and, from a task nobody awaits, asyncio would print the traceback. The run's truth is
+    in the registry and the lease; that refusal is expected and says nothing new.
+    """
+    exc = context.get("exception")
+    cause = exc.__cause__ if exc is not None else None
+    if cause is not None and "Job was not found or not in" in str(cause):
+        return
+    loop.default_exception_handler(context)
+
+
 class StudyQueue:
     """The queue of one storage: enqueue studies, and work on them."""
 
@@ -197,6 +219,7 @@ class StudyQueue:
 
     async def _work(self, parallel: int, studies: list[BatchSpec] | None, forever: bool) -> None:
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(_settled_elsewhere)
         # Each job waits on its child in a thread: enough threads for every slot.
         from concurrent.futures import ThreadPoolExecutor
 
@@ -221,11 +244,15 @@ class StudyQueue:
                     await asyncio.wait({worker}, timeout=SWEEP_S)
                     if await self._sweep(queues) and not forever:
                         break
-            finally:
+            except asyncio.CancelledError:
                 # Stopped (Ctrl-C, SIGTERM) with runs in hand: their processes record them
-                # interrupted and exit, and another worker's sweep queues them again.
+                # interrupted and exit, and another worker's sweep queues them again. (When
+                # the study is done, a run process still in hand is one whose lease passed
+                # on: it is left to meet the fence and say so.)
                 for runner in list(self.runners):
                     runner.stop_children()
+                raise
+            finally:
                 worker.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await worker
@@ -304,7 +331,7 @@ class StudyQueue:
         runner = BatchRunner(spec, self.storage, self.cli_flags, self.notify)
         self.runners.add(runner)
         try:
-            result = await asyncio.to_thread(runner.drive, run, host, fenced_env(token))
+            result = await asyncio.to_thread(runner.drive, run, host, fenced_env(token), False)
         finally:
             self.runners.discard(runner)
             still = await asyncio.to_thread(holds, self.engine, run.run_id, token)
@@ -316,6 +343,7 @@ class StudyQueue:
                 "this worker lost its lease to another worker; its process wrote nothing more",
             )
             return
+        self.notify(run.run_id, describe(result))
         self.results[run.run_id] = result
 
     async def _place(

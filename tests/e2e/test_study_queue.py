@@ -166,6 +166,7 @@ def test_a_frozen_worker_that_wakes_after_a_takeover_writes_nothing(
     # every write it tried was refused: not a row more in any table a run writes.
     assert table_rows(storage) == taken_over
     assert "lost its lease to another worker" in frozen.output()
+    assert "Traceback" not in frozen.output() + frozen.child_logs()
     assert "wrote nothing more to the run" in frozen.child_logs()
     assert requests_after_wake - requests_before_wake <= 1  # at most its call in flight
     expected, _ = reference(tmp_path, config)
