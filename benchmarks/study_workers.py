@@ -82,14 +82,24 @@ class Machine:
 
     def stopped_child(self) -> bool:
         """Whether a run process of this worker stopped itself at the failpoint."""
-        for child in Path(f"/proc/{self.proc.pid}/task").glob("*/children"):
-            for pid in child.read_text().split():
-                try:
-                    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-                except OSError:
-                    continue
-                if state == "T":
-                    return True
+        pending, seen = [self.proc.pid], set()
+        while pending:  # run processes are the fork server's children: walk descendants
+            pid = pending.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                children = [
+                    int(c)
+                    for f in Path(f"/proc/{pid}/task").glob("*/children")
+                    for c in f.read_text().split()
+                ]
+            except OSError:
+                continue
+            if state == "T" and pid != self.proc.pid:
+                return True
+            pending.extend(children)
         return False
 
 
