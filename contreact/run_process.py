@@ -43,6 +43,14 @@ def _context() -> ForkServerContext:
         return _server
 
 
+def warm() -> None:
+    """Start the fork server now, so its imports overlap what the caller does meanwhile."""
+    from multiprocessing import forkserver
+
+    _context()
+    forkserver.ensure_running()
+
+
 def _command(argv: Sequence[str], env: Mapping[str, str], log: str) -> None:
     """The forked process: `contreact ARGV` with `env`, its output appended to `log`."""
     os.environ.clear()

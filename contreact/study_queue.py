@@ -52,6 +52,7 @@ from contreact.checkpoints.fencing import (
 from contreact.checkpoints.registry import RunNotFoundError, get_run
 from contreact.checkpoints.saver import open_saver
 from contreact.checkpoints.storage import Storage
+from contreact.run_process import warm
 
 TASK = "contreact.drive_run"
 QUEUE_PREFIX = "contreact.study."
@@ -62,6 +63,8 @@ HEARTBEAT_S = LEASE_S / 5
 """How often a worker tells the queue it is alive."""
 SWEEP_S = 2.0
 """How often a worker looks for stalled jobs, lost runs and the end of its studies."""
+SETTLE_S = 0.2
+"""How long after a job of its own ends a worker looks whether the study is done."""
 WAIT_S = 1.0
 """How often a job waiting for a free host slot, or for a live driver to let go, looks."""
 FINISHED = frozenset({"completed", "failed", "paused"})
@@ -225,6 +228,8 @@ class StudyQueue:
 
         loop.set_default_executor(ThreadPoolExecutor(max_workers=parallel + 4))
         queues = [queue_of(s.name) for s in studies] if studies else None
+        warm()  # the run processes' fork server imports the engine while the worker starts
+        self._changed = asyncio.Event()
         async with self.app.open_async():
             worker = asyncio.create_task(
                 self.app.run_worker_async(
@@ -241,7 +246,11 @@ class StudyQueue:
             )
             try:
                 while not worker.done():
-                    await asyncio.wait({worker}, timeout=SWEEP_S)
+                    # A job that ends may have ended the study: look at once, not a sweep later.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), SWEEP_S)
+                        await asyncio.sleep(SETTLE_S)  # procrastinate settles the job
+                    self._changed.clear()
                     if await self._sweep(queues) and not forever:
                         break
             except asyncio.CancelledError:
@@ -326,7 +335,15 @@ class StudyQueue:
             if not driven:
                 break
             await asyncio.sleep(WAIT_S)
-        host, token = await self._place(run, hosts, slots, context.job.id)
+        try:
+            await self._drive(study, run, hosts, slots, context.job.id)
+        finally:
+            self._changed.set()
+
+    async def _drive(
+        self, study: str, run: PlannedRun, hosts: list[str], slots: dict[str, int], job_id: int
+    ) -> None:
+        host, token = await self._place(run, hosts, slots, job_id)
         spec = BatchSpec(study, [run], hosts, 1)
         runner = BatchRunner(spec, self.storage, self.cli_flags, self.notify)
         self.runners.add(runner)

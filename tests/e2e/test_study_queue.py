@@ -26,7 +26,7 @@ from support.workers import LEASE_S, Machine, run_record, table_rows, wait_for
 MODELS = ["llama3.1:8b", "qwen3:8b"]
 
 
-def study(path: Path, hosts: list[str], storage: dict[str, Any], **fields: Any) -> Path:
+def study(path: Path, hosts: list[Any], storage: dict[str, Any], **fields: Any) -> Path:
     config = {
         "batch": "shared",
         "models": MODELS,
@@ -208,3 +208,36 @@ def test_a_model_no_host_serves_stops_the_study_before_anything_is_queued(
             else conn.execute(text("SELECT count(*) FROM procrastinate_jobs")).scalar()
         )
     assert jobs == 0
+
+
+def test_runs_go_to_the_host_with_free_slots_and_never_past_its_slots(
+    tmp_path: Path, postgres_backend: Backend
+) -> None:
+    url = str(postgres_backend.db_url)
+    storage = postgres_backend.storage()
+    with (
+        StubServer(models=MODELS, latency_ms=100).start() as a,
+        StubServer(models=MODELS, latency_ms=100).start() as b,
+    ):
+        hosts = [{"url": a.url, "parallel": 1}, {"url": b.url, "parallel": 1}]
+        config = study(tmp_path / "study.yaml", hosts, {"url": url}, cycles=2)
+        assert cli_in_process(postgres_backend, "batch", str(config), "--no-work").returncode == 0
+        worker = Machine(tmp_path, "m1", url, "--parallel", "3")
+        from contreact.checkpoints.engines import engine_for
+
+        busiest: dict[str, int] = {}
+        while worker.proc.poll() is None:
+            with engine_for(storage).connect() as conn:
+                for host, n in conn.execute(
+                    text(
+                        "SELECT l.host, count(*) FROM contreact_leases l JOIN procrastinate_jobs j"
+                        " ON j.id = l.job_id WHERE NOT l.released AND j.status = 'doing'"
+                        " GROUP BY l.host"
+                    )
+                ):
+                    busiest[host] = max(busiest.get(host, 0), int(n))
+            time.sleep(0.05)
+        assert worker.wait(10) == 0, worker.output()
+        # Three slots of the worker, but one run per host: each host served one at a time.
+        assert busiest == {a.url: 1, b.url: 1}
+        assert len(a.requests()) > 0 and len(b.requests()) > 0
