@@ -372,7 +372,7 @@ def measure_runs(
     where: BenchStorage,
     counts: list[int],
     cycles: tuple[int, int],
-) -> tuple[list[Steady], dict[str, float]]:
+) -> tuple[list[Steady], dict[str, float], list[list[Any]]]:
     """Every (latency, K) pair twice (C1 and C2 cycles); the heartbeat's cost at the end."""
     results = []
     for latency in (0.0, 200.0):
@@ -392,7 +392,28 @@ def measure_runs(
                     f"  {latency:.0f} ms, {k} runs: {long.wall_s:.1f} s for {cycles[1]} cycles",
                     flush=True,
                 )
-    return results, heartbeat_cost(server_db, monitor, where)
+    return results, heartbeat_cost(server_db, monitor, where), table_shares(server_db)
+
+
+def table_shares(server_db: str) -> list[list[Any]]:
+    """Rows written to each table over every batch, and its size: what partitioning would split.
+
+    Read last, from inside the measured database (per-table statistics are visible only
+    there), once every batch is over.
+    """
+    with psycopg.connect(server_db, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        rows = conn.execute(
+            "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, "
+            "pg_total_relation_size(relid) FROM pg_stat_user_tables "
+            "WHERE n_tup_ins + n_tup_upd + n_tup_del > 0"
+        ).fetchall()
+    total = sum(r[1] + r[2] + r[4] for r in rows) or 1
+    out = [
+        [r[0], r[1], r[2], r[3], r[4], f"{100 * (r[1] + r[2] + r[4]) / total:.1f} %", r[5] // 1024]
+        for r in rows
+    ]
+    return sorted(out, key=lambda r: -(r[1] + r[2] + r[4]))
 
 
 def heartbeat_cost(
@@ -545,6 +566,17 @@ def main() -> None:
         with psycopg.connect(urls["_mon"], autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
         monitor = Monitor(urls["_mon"], urls[""].rsplit("/", 1)[1])
+        settings = monitor.conn.execute(
+            "SELECT name, setting FROM pg_settings WHERE name IN ('max_connections', "
+            "'synchronous_commit', 'full_page_writes', 'wal_compression', 'checkpoint_timeout', "
+            "'shared_buffers') ORDER BY name"
+        ).fetchall()
+        version = monitor.conn.execute("SHOW server_version").fetchone()
+        print(
+            f"PostgreSQL {version[0] if version else '?'}: "
+            + ", ".join(f"{name}={value}" for name, value in settings),
+            flush=True,
+        )
         import tempfile
         from pathlib import Path
 
@@ -553,7 +585,7 @@ def main() -> None:
                 Path(tmp) / "runs", urls[""].replace("postgresql://", "postgresql+psycopg://", 1)
             )
             print(f"runs: K = {counts}, {cycles[0]} and {cycles[1]} cycles each", flush=True)
-            results, beat = measure_runs(urls[""], monitor, where, counts, cycles)
+            results, beat, tables = measure_runs(urls[""], monitor, where, counts, cycles)
         monitor.close()
         queue: QueueCost | None = None
         queue_note = ""
@@ -567,6 +599,11 @@ def main() -> None:
                 qmon = Monitor(urls["_mon"], urls["_queue"].rsplit("/", 1)[1])
                 queue = measure_queue(urls["_queue"], qmon, idle_s, jobs)
                 qmon.close()
+    print_table(
+        ["table", "inserted", "updated", "of them HOT", "deleted", "share of rows", "KiB"],
+        tables,
+        title="rows written per table over every batch above (the run's database)",
+    )
     print_figures(results, beat, queue, queue_note, cycles, args.json)
 
 
