@@ -25,8 +25,9 @@ How:
 * **An idle procrastinate worker** (only if ``procrastinate`` is importable: it is not a
   dependency of contreact; ``pip install procrastinate==3.10.0``). On a second scratch
   database ``bench_scale_<pid>_queue``: an App with its schema, a worker with
-  ``concurrency`` 10, a heartbeat every 2 s and the default polling (5 s), idle for 20 s;
-  then 200 jobs deferred with ``lock`` and ``queueing_lock`` (the design's one job per run)
+  ``concurrency`` 10, a heartbeat every 2 s and the default polling (5 s), idle for 6 s and
+  for 24 s (the difference is the idle cost per second, the rest its start and stop); then
+  200 jobs deferred with ``lock`` and ``queueing_lock`` (the design's one job per run)
   and worked through. Printed: commits, rows and WAL per second idle, per job deferred and
   per job run, and the connections the worker holds (its pool and the LISTEN connection).
 
@@ -41,15 +42,18 @@ Run: ``.venv/bin/python benchmarks/pg_scale.py [--quick] [--db-url URL] [--no-qu
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -471,6 +475,8 @@ def measure_queue(queue_url: str, monitor: Monitor, idle_s: float, jobs: int) ->
     """An idle procrastinate worker for ``idle_s``, then ``jobs`` no-op jobs through it."""
     import procrastinate
 
+    # A throwaway App defined in the script's own module, on purpose: not worth a warning.
+    logging.getLogger("procrastinate").setLevel(logging.ERROR)
     concurrency = 10
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=queue_url))
 
@@ -582,9 +588,6 @@ def main() -> None:
             + ", ".join(f"{name}={value}" for name, value in settings),
             flush=True,
         )
-        import tempfile
-        from pathlib import Path
-
         with tempfile.TemporaryDirectory(prefix="contreact-pg-scale-") as tmp:
             where = BenchStorage(
                 Path(tmp) / "runs", urls[""].replace("postgresql://", "postgresql+psycopg://", 1)
