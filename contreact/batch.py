@@ -336,7 +336,7 @@ class BatchRunner:
             run_id=planned.run_id,
             model=planned.model,
             host=record.host,
-            status=record.status,
+            status=record.shown_status,
             action=action,
             cycles=len(records),
             memory_ops=sum(int(r.metrics.get("memory_ops_total", 0)) for r in records),

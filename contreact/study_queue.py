@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -33,7 +34,6 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from contreact.batch import (
-    BatchResult,
     BatchRunner,
     BatchSpec,
     PlannedRun,
@@ -106,7 +106,7 @@ class Enqueued:
     waiting: list[str]
     """Runs already on the queue or being driven."""
     finished: list[str]
-    """Runs already completed (or failed or paused: `resume` them by hand)."""
+    """Runs already completed, or paused for the operator (`contreact reply` goes on)."""
 
 
 def _job_states(engine: Engine, run_ids: Iterable[str]) -> dict[str, str]:
@@ -129,6 +129,23 @@ def _run_state(engine: Engine, run_id: str) -> tuple[str | None, bool]:
     except RunNotFoundError:
         return None, False
     return record.status, record.status == "running" and record.driven
+
+
+def unqueue(storage: Storage, run_id: str) -> int:
+    """Withdraw run `run_id`'s queued job (a deleted run must not be started again)."""
+    from procrastinate import App, SyncPsycopgConnector
+
+    with engine_for(storage).connect() as conn:
+        if conn.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar() is None:
+            return 0
+    app = App(connector=SyncPsycopgConnector(conninfo=storage.libpq_url))
+    with app.open():
+        waiting = app.job_manager.list_jobs(lock=run_id, status="todo")
+        return sum(
+            app.job_manager.cancel_job_by_id(job.id, delete_job=True)
+            for job in waiting
+            if job.id is not None
+        )
 
 
 def _settled_elsewhere(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
@@ -156,7 +173,6 @@ class StudyQueue:
         self.engine = engine_for(storage)
         self.notify: Notify = notify or (lambda _run, _what: None)
         self.app = App(connector=PsycopgConnector(conninfo=storage.libpq_url))
-        self.results: dict[str, BatchResult] = {}
         self.runners: set[BatchRunner] = set()
         """The jobs' runners, whose run processes a stopped worker stops."""
         self.app.task(name=TASK, pass_context=True)(self._job)
@@ -180,7 +196,9 @@ class StudyQueue:
             if planned.run_id not in which:
                 continue
             status, driven = await asyncio.to_thread(_run_state, self.engine, planned.run_id)
-            if status == "completed" or (status in FINISHED and jobs.get(planned.run_id)):
+            # A failed run is queued again (as `contreact batch` always resumed one); a
+            # paused one waits for its operator's reply.
+            if status in ("completed", "paused"):
                 finished.append(planned.run_id)
                 continue
             if driven or jobs.get(planned.run_id) in ("todo", "doing"):
@@ -244,27 +262,44 @@ class StudyQueue:
                     delete_jobs="never",
                 )
             )
+            stop = asyncio.Event()
+
+            def stopping() -> None:
+                stop.set()
+                self._changed.set()
+
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stopping)
+            stopped = True  # until the loop below ends by itself
             try:
                 while not worker.done():
                     # A job that ends may have ended the study: look at once, not a sweep later.
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._changed.wait(), SWEEP_S)
-                        await asyncio.sleep(SETTLE_S)  # procrastinate settles the job
+                        if not stop.is_set():
+                            await asyncio.sleep(SETTLE_S)  # procrastinate settles the job
                     self._changed.clear()
-                    if await self._sweep(queues) and not forever:
+                    if stop.is_set():
                         break
-            except asyncio.CancelledError:
-                # Stopped (Ctrl-C, SIGTERM) with runs in hand: their processes record them
-                # interrupted and exit, and another worker's sweep queues them again. (When
-                # the study is done, a run process still in hand is one whose lease passed
-                # on: it is left to meet the fence and say so.)
-                for runner in list(self.runners):
-                    runner.stop_children()
-                raise
+                    if await self._sweep(queues) and not forever:
+                        stopped = False
+                        break
             finally:
+                if stopped:
+                    # Stopped (Ctrl-C, SIGTERM) with runs in hand: their processes record
+                    # them interrupted and exit, their jobs end, and another worker's sweep
+                    # queues them again. (When the study is done, a run process still in
+                    # hand is one whose lease passed on: it is left to meet the fence.)
+                    for runner in list(self.runners):
+                        runner.stop_children()
+                # procrastinate's own stop: it waits for the jobs in hand to end.
                 worker.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await worker
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+        if stop.is_set():
+            raise KeyboardInterrupt
 
     async def _sweep(self, queues: list[str] | None) -> bool:
         """Retry stalled jobs, re-queue lost runs; whether every run served is finished."""
@@ -361,7 +396,6 @@ class StudyQueue:
             )
             return
         self.notify(run.run_id, describe(result))
-        self.results[run.run_id] = result
 
     async def _place(
         self, run: PlannedRun, hosts: list[str], slots: dict[str, int], job_id: int
@@ -403,10 +437,10 @@ class StudyQueue:
             # Most free slots first; among equals the run's own host (its prompt cache is
             # there), then the least busy.
             ranked = sorted(hosts, key=lambda h: (-free(h), h != previous, busy.get(h, 0)))
-            for host in ranked:
-                if free(host) <= 0:
-                    break
-                if host_answers(host):
-                    token = take_lease(self.engine, run.run_id, host=host, job_id=job_id)
-                    return host, token
-        return None, None
+            open_hosts = [h for h in ranked if free(h) > 0]
+            if not open_hosts:
+                return None, None  # every host's slots are taken: wait for one
+            # The first that answers; if none does, the first anyway: the run then fails
+            # saying which host is down, rather than waiting without a word.
+            host = next((h for h in open_hosts if host_answers(h)), open_hosts[0])
+            return host, take_lease(self.engine, run.run_id, host=host, job_id=job_id)

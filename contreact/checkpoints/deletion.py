@@ -25,6 +25,7 @@ from contreact.checkpoints.schema import (
     cycles,
     events,
     journal,
+    leases,
     lineages,
     memories,
     pei,
@@ -106,7 +107,7 @@ def delete_run(storage: Storage, run_id: str) -> Deleted:
             deleted.rows[table.name] = conn.execute(
                 delete(table).where(_of_run(table, run_id))
             ).rowcount
-        for table in (lineages, pei, batch_runs):
+        for table in (lineages, pei, batch_runs, leases):
             deleted.rows[table.name] = conn.execute(
                 delete(table).where(table.c.run_id == run_id)
             ).rowcount

@@ -38,6 +38,10 @@ def delete(
             f"run {run_id} is running (process {record.pid} on {record.driver_host}); "
             "stop it first (Ctrl-C or kill), then delete it"
         ) from None
+    if not where.is_sqlite:
+        from contreact.study_queue import unqueue
+
+        unqueue(where, run_id)  # a queued job would start the deleted run again
     rows = sum(deleted.rows.values())
     out.print(
         f"Deleted run {run_id}: its checkpoints, {rows} rows and {len(deleted.files)} files.",

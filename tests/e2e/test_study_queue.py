@@ -241,3 +241,71 @@ def test_runs_go_to_the_host_with_free_slots_and_never_past_its_slots(
         # Three slots of the worker, but one run per host: each host served one at a time.
         assert busiest == {a.url: 1, b.url: 1}
         assert len(a.requests()) > 0 and len(b.requests()) > 0
+
+
+def test_a_stopped_worker_leaves_its_run_resumable_and_another_finishes_it(
+    tmp_path: Path, postgres_backend: Backend
+) -> None:
+    url = str(postgres_backend.db_url)
+    storage = postgres_backend.storage()
+    with StubServer(models=MODELS, latency_ms=200).start() as a:
+        config = study(
+            tmp_path / "study.yaml",
+            [a.url],
+            {"url": url},
+            models=MODELS[:1],
+            replicates=1,
+            cycles=4,
+        )
+        (run_id,) = [r.run_id for r in load_batch(config).runs]
+        assert cli_in_process(postgres_backend, "batch", str(config), "--no-work").returncode == 0
+        stopped = Machine(tmp_path, "m1", url)
+        wait_for(lambda: ended_cycles(storage, run_id) >= 1, 120, "the first cycle")
+        stopped.proc.send_signal(signal.SIGTERM)  # the worker alone, as systemd stops it
+        assert stopped.proc.wait(timeout=30) == 130, stopped.output()
+        from contreact.checkpoints.engines import engine_for
+        from contreact.checkpoints.registry import get_run
+
+        left = get_run(engine_for(storage), run_id)
+        assert left.status == "running" and not left.driven  # interrupted, resumable
+        assert ended_cycles(storage, run_id) < 4
+        finisher = Machine(tmp_path, "m2", url)
+        assert finisher.wait(timeout=120) == 0, finisher.output()
+    assert get_run(engine_for(storage), run_id).status == "completed"
+    expected, _ = reference(tmp_path, config)
+    assert run_record(storage, run_id) == expected[run_id]
+
+
+def test_a_worker_serving_forever_takes_a_study_enqueued_later(
+    tmp_path: Path, postgres_backend: Backend
+) -> None:
+    url = str(postgres_backend.db_url)
+    storage = postgres_backend.storage()
+    cli_in_process(postgres_backend, "list")  # the database exists, with no queue yet
+    waiting = Machine(tmp_path, "m1", url, "--forever")
+    try:
+        with StubServer(models=MODELS).start() as a:
+            config = study(
+                tmp_path / "study.yaml", [a.url], {"url": url}, models=MODELS[:1], cycles=1
+            )
+            time.sleep(3)  # the worker is up and idle before the study exists
+            assert waiting.proc.poll() is None, waiting.output()
+            assert (
+                cli_in_process(postgres_backend, "batch", str(config), "--no-work").returncode == 0
+            )
+            runs = [r.run_id for r in load_batch(config).runs]
+            from contreact.checkpoints.engines import engine_for
+            from contreact.checkpoints.registry import get_run
+
+            def done() -> bool:
+                try:
+                    return all(get_run(engine_for(storage), r).status == "completed" for r in runs)
+                except Exception:
+                    return False
+
+            wait_for(done, 120, "the study completing")
+            time.sleep(1)
+            assert waiting.proc.poll() is None  # still serving
+    finally:
+        waiting.proc.send_signal(signal.SIGTERM)
+    assert waiting.proc.wait(timeout=30) == 130
