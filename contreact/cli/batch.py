@@ -291,7 +291,7 @@ def batch(
         else:
             queue.notify = notify
             queue.work(parallel=parallel or spec.parallel, studies=[spec], cli_flags=flags)
-            results = [runner.result_of(p, "queued") for p in spec.runs]
+            results = [runner.result_of(p, "queued", say=False) for p in spec.runs]
     if as_json:
         emit_json([asdict(r) for r in results])
     else:
