@@ -309,3 +309,17 @@ def test_a_worker_serving_forever_takes_a_study_enqueued_later(
     finally:
         waiting.proc.send_signal(signal.SIGTERM)
     assert waiting.proc.wait(timeout=30) == 130
+
+
+def test_doctor_checks_the_study_queue_of_a_postgresql_study(
+    tmp_path: Path, postgres_backend: Backend
+) -> None:
+    url = str(postgres_backend.db_url)
+    with StubServer(models=MODELS).start() as a:
+        config = study(tmp_path / "study.yaml", [a.url], {"url": url})
+        before = cli_in_process(postgres_backend, "doctor", str(config))
+        assert cli_in_process(postgres_backend, "batch", str(config), "--no-work").returncode == 0
+        after = cli_in_process(postgres_backend, "doctor", str(config))
+    assert before.returncode == 0, before.stdout
+    assert "queue" in before.stdout and "made in the database by the first" in before.stdout
+    assert after.returncode == 0 and "4 runs queued or in hand, 0 workers beating" in after.stdout
