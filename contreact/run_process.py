@@ -51,14 +51,26 @@ def warm() -> None:
     forkserver.ensure_running()
 
 
+IMPORT_TIME_ENV = (
+    "CONTREACT_FAILPOINTS",
+    "CONTREACT_TALLY_FILE",
+    "CONTREACT_SQLITE_BUSY_TIMEOUT_MS",
+)
+"""Settings read when a module is imported: the fork server read them when it started."""
+
+
 def _command(argv: Sequence[str], env: Mapping[str, str], log: str) -> None:
     """The forked process: `contreact ARGV` with `env`, its output appended to `log`."""
-    os.environ.clear()
-    os.environ.update(env)
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+    if any(env.get(k) != os.environ.get(k) for k in IMPORT_TIME_ENV):
+        # The preloaded modules hold other values of these (a test's failpoints): start
+        # afresh, importing with this environment.
+        os.execve(sys.executable, [sys.executable, "-m", "contreact", *argv], dict(env))
+    os.environ.clear()
+    os.environ.update(env)
     sys.argv = ["contreact", *argv]
     from contreact.cli import main
 
