@@ -321,9 +321,7 @@ def main() -> None:
         print(f"resume --cycles 1 at cycle 10: {ten.seconds:.2f} s", flush=True)
         config = write_yaml(
             workdir / "long.yaml",
-            run_config(
-                run_id, stub.url, marks[0], where, model_options={"num_ctx": args.num_ctx}
-            ),
+            run_config(run_id, stub.url, marks[0], where, model_options={"num_ctx": args.num_ctx}),
         )
         done = 0
         began = time.perf_counter()

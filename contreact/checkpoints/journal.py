@@ -93,11 +93,13 @@ _RUN_LEVEL = {f"fixed_{i}": key for i, key in enumerate(keys.RUN_LEVEL)}
 _LATEST = Prepared(lambda _: select(func.max(journal.c.cycle)).where(_RUN))
 _FLOOR = bindparam("floor", type_=journal.c.cycle.type)
 _LOAD = Prepared(
-    lambda _: select(journal.c.key)
-    .where(_RUN, journal.c.cycle >= _FLOOR)
-    .union_all(
-        select(journal.c.key).where(
-            _RUN, journal.c.key.in_([bindparam(name) for name in _RUN_LEVEL])
+    lambda _: (
+        select(journal.c.key)
+        .where(_RUN, journal.c.cycle >= _FLOOR)
+        .union_all(
+            select(journal.c.key).where(
+                _RUN, journal.c.key.in_([bindparam(name) for name in _RUN_LEVEL])
+            )
         )
     )
 )
