@@ -187,16 +187,27 @@ class _GramIndex:
     would grow with every new n-gram of a long run (and so would the arrays sized by it).
     """
 
+    MIN_TEXTS = 256
     MAX_TEXTS = 4096
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._texts: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self.limit = self.MIN_TEXTS
+        """Texts kept: twice the most compared at once, within MIN_TEXTS..MAX_TEXTS."""
 
     def arrays(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """(term hashes, counts) of each text."""
         with self._lock:
+            # What the next checks reuse is the texts compared now (a check takes
+            # `recent` + INDEX_BANDS x `per_key`, 164 by default); a note's arrays are
+            # 5 KB for 200 characters, so keeping every note seen grew the process
+            # with the run.
+            self.limit = min(self.MAX_TEXTS, max(self.limit, 2 * len(texts)))
             return [self._arrays(text) for text in texts]
+
+    def __len__(self) -> int:
+        return len(self._texts)
 
     def _arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         found = self._texts.get(text)
@@ -209,7 +220,7 @@ class _GramIndex:
             np.fromiter(grams.values(), np.float64, len(grams)),
         )
         self._texts[text] = found
-        if len(self._texts) > self.MAX_TEXTS:
+        while len(self._texts) > self.limit:
             self._texts.popitem(last=False)
         return found
 
