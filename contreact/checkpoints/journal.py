@@ -36,7 +36,6 @@ from functools import cache
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import Engine, bindparam, func, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.engines import engine_for
@@ -361,6 +360,7 @@ def _pg_record(with_record: bool, events_n: int) -> Prepared:
 
     Event parameters are named `<column>_<i>`; the events' insert returns the new keys.
     """
+    from sqlalchemy.dialects.postgresql import insert as pg_insert  # PostgreSQL runs only
 
     def build(_: str) -> Any:
         if not events_n:

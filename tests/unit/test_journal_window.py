@@ -18,6 +18,7 @@ from contreact.checkpoints import keys
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.storage import Storage
+from support.backends import Backend
 from support.sql import Statements
 
 KEYS_PER_CYCLE = 8
@@ -48,7 +49,8 @@ def held(ledger: Ledger) -> int:
     return journal_module._known[(ledger.engine, ledger.run_id)].size()
 
 
-def test_the_keys_held_do_not_grow_with_the_cycles(storage: Storage) -> None:
+def test_the_keys_held_do_not_grow_with_the_cycles(backend: Backend) -> None:
+    storage = backend.storage()
     engine = engine_for(storage)
     ledger = Ledger(storage, "run-w", engine, invocation="inv-1")
     ledger.once(keys.RUN_START, 1, act("started"))
@@ -62,7 +64,8 @@ def test_the_keys_held_do_not_grow_with_the_cycles(storage: Storage) -> None:
     assert held(resumed) == after_ten
 
 
-def test_every_key_is_still_recorded_exactly_once(storage: Storage) -> None:
+def test_every_key_is_still_recorded_exactly_once(backend: Backend) -> None:
+    storage = backend.storage()
     engine = engine_for(storage)
     ledger = Ledger(storage, "run-e", engine, invocation="inv-1")
     ledger.once(keys.RUN_START, 1, act("started"))
