@@ -187,7 +187,7 @@ class _GramIndex:
     would grow with every new n-gram of a long run (and so would the arrays sized by it).
     """
 
-    MIN_TEXTS = 256
+    MIN_TEXTS = 1024
     MAX_TEXTS = 4096
 
     def __init__(self) -> None:
@@ -199,10 +199,11 @@ class _GramIndex:
     def arrays(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """(term hashes, counts) of each text."""
         with self._lock:
-            # What the next checks reuse is the texts compared now (a check takes
-            # `recent` + INDEX_BANDS x `per_key`, 164 by default); a note's arrays are
-            # 5 KB for 200 characters, so keeping every note seen grew the process
-            # with the run.
+            # A check compares `recent` notes (reused by the next checks) and the older
+            # ones its index keys find (`per_key` per band, any age): 164 by default. A
+            # note's arrays are 5 KB for 200 characters, so keeping every note seen grew
+            # the process with the run; an older note found again after it was dropped
+            # is hashed again (at most INDEX_BANDS x `per_key` a check).
             self.limit = min(self.MAX_TEXTS, max(self.limit, 2 * len(texts)))
             return [self._arrays(text) for text in texts]
 

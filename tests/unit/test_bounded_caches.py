@@ -10,15 +10,21 @@ from __future__ import annotations
 from contreact.nodes import assemble, similarity
 
 
-def test_the_monitor_keeps_the_arrays_of_twice_the_texts_a_check_compares() -> None:
+def test_the_monitor_keeps_the_arrays_of_a_bounded_number_of_texts() -> None:
     index = similarity._GramIndex()
     compared = 164  # `recent` 100 + 16 bands x `per_key` 4, the defaults
-    for cycle in range(1, 1_001):
+    for cycle in range(1, 3_001):
         earlier = [
             f"note of cycle {c}, slot {c % 8}" for c in range(max(1, cycle - compared), cycle)
         ]
         index.arrays([*earlier, f"note of cycle {cycle}, slot {cycle % 8}"])
-    assert len(index) == index.limit == 2 * (compared + 1)
+    assert len(index) == index.limit == similarity._GramIndex.MIN_TEXTS
+
+
+def test_a_check_of_many_texts_keeps_twice_as_many() -> None:
+    index = similarity._GramIndex()
+    index.arrays([f"text {i}" for i in range(1_500)])  # `recent` 1,500
+    assert index.limit == 3_000
 
 
 def test_the_monitor_never_keeps_more_than_its_cap() -> None:
