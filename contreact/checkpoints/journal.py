@@ -19,10 +19,10 @@ when a step is replayed.
 
 What is kept is bounded by what a replay can need, not by the run's length: the keys of
 the latest two cycles (a crash replays at most the cycle in flight, whose checkpoint is
-the previous cycle's close) and the run's fixed keys (`keys.RUN_LEVEL`). The load is one
-indexed query on (run, cycle). A key outside that window (an older cycle's, a numbered
-run-level one such as a resume's provenance) is looked up in the database: rare, and
-always right.
+the previous cycle's close) and the run's fixed keys (`keys.RUN_LEVEL`), read through the
+(run, cycle) index and the primary key. A key outside that window (an older cycle's, a
+numbered run-level one such as a resume's provenance) is looked up in the database: rare,
+and always right.
 """
 
 from __future__ import annotations
