@@ -83,6 +83,8 @@ def constant_work_agent(cycles: int) -> ScriptedAgent:
 
 STEADY_SLOTS = 8
 """How many memory slots the steady workload cycles through (``slot-0`` .. ``slot-7``)."""
+STEADY_STEPS = 4
+"""Model calls of a steady cycle: write, read, list, reflect."""
 
 _STEADY_OPENINGS = (
     "In cycle {cycle} I stored a fresh note in {slot} and read it straight back.",
@@ -158,16 +160,31 @@ def steady_scenario(cycles: int, latency_ms: float = 0.0) -> dict[str, Any]:
     }
 
 
+_STEADY_STEP_AFTER = {None: 0, "write": 1, "read": 2, "list": 3}
+"""The steady cycle's next step, by the cycle's last tool call (None: no call yet)."""
+
+
 class SteadyAgent:
     """The steady workload for every cycle, as an in-process stub agent.
 
     It builds each cycle's replies on demand, so it covers any number of cycles without
     holding a script the size of the run.
+
+    It knows its step from the cycle's last tool call, not from the number of its turns
+    the prompt still shows (what `ScriptedAgent` counts): once the prompt window is full,
+    contreact trims the cycle's older turns, and an agent that counted them would repeat
+    its calls until the cycle's budget withdrew the tools (10 model calls a cycle instead
+    of 4, from the cycle the window filled). The newest turn is never trimmed, so every
+    cycle has the same four calls before and after the window fills.
     """
 
     def respond(self, req: ChatRequest) -> Reply:
-        """Answer step ``req.step`` of cycle ``req.cycle`` (see :func:`steady_cycle`)."""
-        return ScriptedAgent({req.cycle: steady_cycle(req.cycle)}).respond(req)
+        """Answer the next step of cycle ``req.cycle`` (see :func:`steady_cycle`)."""
+        calls = req.cycle_tool_calls
+        step = _STEADY_STEP_AFTER.get(calls[-1]["name"] if calls else None, req.step)
+        entry = steady_cycle(req.cycle)[min(step, STEADY_STEPS - 1)]
+        # ScriptedAgent answers entry number `req.step`: a script of that entry only.
+        return ScriptedAgent({req.cycle: [entry] * (req.step + 1)}).respond(req)
 
 
 def steady_agent() -> SteadyAgent:

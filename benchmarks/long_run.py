@@ -26,6 +26,18 @@ first 10 %, bytes per cycle of the last 1,000 vs the first 1,000, RSS at the las
 1,000, and ``resume --cycles 1`` at the last mark vs at cycle 10 (a separate 10-cycle run).
 
 ``--keep DIR`` keeps the data directory (SQLite) for a look at the report's plots.
+
+The workload is the same shape in every cycle, before and after the prompt window fills.
+Two things made the first 1,000 cycles store fewer bytes than the last 1,000 (1.15x at
+``num_ctx`` 16384, where the window filled near cycle 225), both the workload's, not
+contreact's storage: (1) once the window is full, contreact trims the cycle's older turns
+from the prompt, and the stub's scripted agent, which finds its step by counting the
+turns it is shown, repeated its calls until the cycle's budget withdrew the tools (10
+model calls a cycle instead of 4); the steady agent now goes by the cycle's last tool
+call (``common.SteadyAgent``), so every cycle makes 4 calls; (2) a full window adds a
+CONTEXT_TRIM event to every model call (about 700 bytes of events a cycle). So the run uses
+``num_ctx`` 4096 (``--num-ctx``), which fills within the first few dozen cycles: from
+there every cycle stores the same. The cycle the window filled is printed with L1s.
 """
 
 from __future__ import annotations
@@ -59,8 +71,9 @@ from common import (
 )
 
 MARKS = (1, 100, 1_000, 5_000, 9_000, 10_000)
-NUM_CTX = 16384
-"""The context of issue 30's measurements: room for a few hundred earlier reflections."""
+NUM_CTX = 4096
+"""The prompt window: full within the first few dozen cycles, so the workload is steady
+from there (issue 30 measured at 16384, where it filled near cycle 225; `--num-ctx`)."""
 WINDOW = 100
 """Cycles whose median driver time is shown at each mark."""
 
@@ -203,10 +216,8 @@ def cycle_ends(where: BenchStorage, run_id: str) -> dict[int, float]:
 def window_filled(where: BenchStorage, run_id: str) -> int | None:
     """The first cycle whose prompt was trimmed to fit `num_ctx` (None: none was).
 
-    From then on a cycle's work changes shape: the prompt is full, and trimming the
-    cycle's own oldest turns makes the scripted stub repeat its calls until the cycle's
-    budget withdraws the tools (10 model calls a cycle instead of 4). Cycles before and
-    after are not the same workload, so the steady comparison starts after it.
+    From then on every model call's prompt is trimmed (a CONTEXT_TRIM event each), so
+    the steady comparison (L1s) starts after it.
     """
     from sqlalchemy import func, select
 
@@ -272,12 +283,12 @@ def median_over(times: dict[int, float], first: int, last: int) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def short_resume(host: str, db_url: str | None, workdir: Path) -> Timed:
+def short_resume(host: str, db_url: str | None, workdir: Path, num_ctx: int) -> Timed:
     """`resume --cycles 1` of a separate 10-cycle run: the figure's baseline."""
     with bench_storage(db_url, prefix="contreact-long10-") as where:
         config = write_yaml(
             workdir / "ten.yaml",
-            run_config("ten", host, 10, where, model_options={"num_ctx": NUM_CTX}),
+            run_config("ten", host, 10, where, model_options={"num_ctx": num_ctx}),
         )
         timed(contreact_cmd(where, "run", str(config), "-q"))
         return measure_commands(where, "ten", workdir)["resume --cycles 1"]
@@ -289,6 +300,7 @@ def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--cycles", type=int, default=MARKS[-1], help="length of the run")
     p.add_argument("--keep", metavar="DIR", help="copy the data directory here at the end")
+    p.add_argument("--num-ctx", type=int, default=NUM_CTX, help="the prompt window (tokens)")
     p.add_argument("--serve-stub", action="store_true", help=argparse_hidden())
     args = p.parse_args()
     if args.serve_stub:
@@ -301,12 +313,15 @@ def main() -> None:
     starts: set[int] = set()
     with SteadyStub() as stub, bench_storage(args.db_url) as where:
         backend = "SQLite" if where.is_sqlite else "PostgreSQL"
-        print(f"{cycles:,} steady cycles on {backend}, marks {marks}", flush=True)
-        ten = short_resume(stub.url, args.db_url, workdir)
+        print(
+            f"{cycles:,} steady cycles on {backend}, num_ctx {args.num_ctx}, marks {marks}",
+            flush=True,
+        )
+        ten = short_resume(stub.url, args.db_url, workdir, args.num_ctx)
         print(f"resume --cycles 1 at cycle 10: {ten.seconds:.2f} s", flush=True)
         config = write_yaml(
             workdir / "long.yaml",
-            run_config(run_id, stub.url, marks[0], where, model_options={"num_ctx": NUM_CTX}),
+            run_config(run_id, stub.url, marks[0], where, model_options={"num_ctx": args.num_ctx}),
         )
         done = 0
         began = time.perf_counter()

@@ -11,12 +11,18 @@ so it acts afresh.
 
 The look-up before every effect is answered from memory: a ledger that knows which
 invocation it serves (`invocation`, LangGraph's run id of one `invoke`/`stream` call)
-shares a set of its scope's recorded keys with the other steps of that invocation. The set
-is checked against the database once per invocation (a count of the scope's records) and
-reloaded only when another process recorded something meanwhile; inside one invocation
-only this process drives the thread (the registry refuses a second driver), so what it
-records itself is all that can change. Only a key found in the set costs a query (its
-result), and that happens only when a step is replayed.
+shares what it knows of its scope's recorded keys with the other steps of that
+invocation. Inside one invocation only this process drives the thread (the registry
+refuses a second driver), so what it records itself is all that can change; the next
+invocation reloads. Only a key found costs a query (its result), and that happens only
+when a step is replayed.
+
+What is kept is bounded by what a replay can need, not by the run's length: the keys of
+the latest two cycles (a crash replays at most the cycle in flight, whose checkpoint is
+the previous cycle's close) and the run's fixed keys (`keys.RUN_LEVEL`), read through the
+(run, cycle) index and the primary key. A key outside that window (an older cycle's, a
+numbered run-level one such as a resume's provenance) is looked up in the database: rare,
+and always right.
 """
 
 from __future__ import annotations
@@ -30,7 +36,6 @@ from functools import cache
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import Engine, bindparam, func, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.engines import engine_for
@@ -81,19 +86,82 @@ def _reason(exc: BaseException) -> str:
 _PARAMS = named(journal, "run_id", "key")
 _RUN, _KEY = journal.c.run_id == _PARAMS["run_id"], journal.c.key == _PARAMS["key"]
 _RECALL = Prepared(lambda _: select(journal.c.result).where(_RUN, _KEY))
-_COUNT = Prepared(lambda _: select(func.count()).select_from(journal).where(_RUN))
-_KEYS = Prepared(lambda _: select(journal.c.key).where(_RUN))
+_WINDOW = 2
+"""Cycles whose keys a scope's memory holds: the latest recorded one and the one before."""
+_RUN_LEVEL = {f"fixed_{i}": key for i, key in enumerate(keys.RUN_LEVEL)}
+_LATEST = Prepared(lambda _: select(func.max(journal.c.cycle)).where(_RUN))
+_FLOOR = bindparam("floor", type_=journal.c.cycle.type)
+_LOAD = Prepared(
+    lambda _: (
+        select(journal.c.key)
+        .where(_RUN, journal.c.cycle >= _FLOOR)
+        .union_all(
+            select(journal.c.key).where(
+                _RUN, journal.c.key.in_([bindparam(name) for name in _RUN_LEVEL])
+            )
+        )
+    )
+)
 
 _MISSING: Any = object()
 
 
 class _Recorded:
-    """The keys recorded in one scope, as this process knows them."""
+    """The keys recorded in one scope that a replay can ask for, as this process knows them.
+
+    Complete for every cycle from `floor` on and for the run-level keys: a key there that
+    is not in the set is not recorded. Older cycles are forgotten as new ones are
+    recorded, so the memory stays the size of two cycles however long the run.
+    """
 
     def __init__(self) -> None:
-        self.keys: set[str] = set()
+        self.by_cycle: dict[int, set[str]] = {}
+        self.run_level: set[str] = set()
+        self.floor = 0
+        """The oldest cycle whose keys are all here."""
         self.invocation: str | None = None
-        """The invocation that last checked the set against the database."""
+        """The invocation that last loaded the set from the database."""
+        self.lock = threading.Lock()
+
+    def load(self, floor: int, found: Sequence[str]) -> None:
+        """Replace what is known by `found`: the run-level keys and every key from `floor` on."""
+        with self.lock:
+            self.by_cycle, self.run_level, self.floor = {}, set(), floor
+            for key in found:
+                self._add(key)
+
+    def knows(self, key: str) -> bool | None:
+        """Whether `key` is recorded; None when it lies outside what is kept (ask the database)."""
+        if key in keys.RUN_LEVEL:
+            return key in self.run_level
+        cycle = keys.cycle_of(key)
+        with self.lock:  # the floor and the cycles it keeps move together
+            if cycle is None or cycle < self.floor:
+                return None
+            return key in self.by_cycle.get(cycle, ())
+
+    def add(self, key: str) -> None:
+        """A key this process just recorded."""
+        with self.lock:
+            self._add(key)
+
+    def size(self) -> int:
+        """How many keys are held (for tests: it must not grow with the run)."""
+        return len(self.run_level) + sum(len(k) for k in self.by_cycle.values())
+
+    def _add(self, key: str) -> None:
+        if key in keys.RUN_LEVEL:
+            self.run_level.add(key)
+            return
+        cycle = keys.cycle_of(key)
+        if cycle is None or cycle < self.floor:
+            return
+        self.by_cycle.setdefault(cycle, set()).add(key)
+        # Every cycle from the old floor on is complete, so the window may move up.
+        if cycle - _WINDOW + 1 > self.floor:
+            self.floor = cycle - _WINDOW + 1
+            for old in [c for c in self.by_cycle if c < self.floor]:
+                del self.by_cycle[old]
 
 
 _known: OrderedDict[tuple[Engine, str], _Recorded] = OrderedDict()
@@ -119,7 +187,7 @@ class Ledger:
         """The graph invocation this ledger serves; None: look every key up in the database."""
 
     def _recorded(self) -> _Recorded | None:
-        """The scope's recorded keys, checked against the database once per invocation."""
+        """What this process knows of the scope's keys, loaded once per invocation."""
         if self.invocation is None:
             return None
         with _known_lock:
@@ -128,17 +196,18 @@ class Ledger:
             while len(_known) > _KNOWN_SCOPES:
                 _known.popitem(last=False)
         if known.invocation != self.invocation:
-            params = {"run_id": self.run_id}
+            params: dict[str, Any] = {"run_id": self.run_id, **_RUN_LEVEL}
             with reading(self.engine) as conn:
-                if _COUNT.first(conn, params) != (len(known.keys),):
-                    known.keys = {str(k) for (k,) in _KEYS.rows(conn, params)}
+                latest = _LATEST.first(conn, params)
+                params["floor"] = floor = max(0, int((latest or (None,))[0] or 0) - _WINDOW + 1)
+                known.load(floor, [str(k) for (k,) in _LOAD.rows(conn, params)])
             known.invocation = self.invocation
         return known
 
     def recall(self, key: str) -> Any:
         """The journaled result for `key`, or `Ledger.MISSING`."""
         known = self._recorded()
-        if known is not None and key not in known.keys:
+        if known is not None and known.knows(key) is False:
             return _MISSING
         with reading(self.engine) as conn:
             row = _RECALL.first(conn, {"run_id": self.run_id, "key": key})
@@ -171,7 +240,7 @@ class Ledger:
         with _known_lock:
             known = _known.get((self.engine, self.run_id))
         if known is not None:  # whichever ledger recorded it, the set must include it
-            known.keys.add(key)
+            known.add(key)
         failpoint(f"after-commit:{key}")
         mirror_lines(self.engine, self.storage, self.run_id, lines)
         failpoint(f"after-append:{key}")
@@ -291,6 +360,7 @@ def _pg_record(with_record: bool, events_n: int) -> Prepared:
 
     Event parameters are named `<column>_<i>`; the events' insert returns the new keys.
     """
+    from sqlalchemy.dialects.postgresql import insert as pg_insert  # PostgreSQL runs only
 
     def build(_: str) -> Any:
         if not events_n:

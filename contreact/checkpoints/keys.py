@@ -21,6 +21,10 @@ TOOL_MODE = "run:tool-mode"
 EXTENSIONS = "run:extensions"
 """The run's EXTENSIONS event and its `on_run_start` hooks, once per scope."""
 
+RUN_LEVEL = frozenset({RUN_START, TOOL_MODE, EXTENSIONS})
+"""The run-level keys a cycle may look up (each once per scope): kept in memory with the
+latest cycles' (`journal.Ledger`). The numbered ones below are looked up once per resume."""
+
 
 def branch_start(scope: str) -> str:
     """The RUN_START of a branch (a `contreact fork` or a Studio time travel) in its scope."""
@@ -138,6 +142,15 @@ class KeyPosition(NamedTuple):
     """Made by a tool call (its record, TOOL_CALL, OPERATOR_MESSAGE or tool ERROR)."""
     kind: str
     """The key's last part: `llm`, `start`, `end`, `run-end`, ..."""
+
+
+_CYCLE = re.compile(r"^c(\d+):")
+
+
+def cycle_of(key: str) -> int | None:
+    """The cycle a key belongs to (its record's `cycle`); None for run-level keys."""
+    match = _CYCLE.match(key)
+    return int(match.group(1)) if match else None
 
 
 _KEY = re.compile(r"^c(\d+):(?:s(\d+):)?(t\d+(?::.*)?|.+)$")

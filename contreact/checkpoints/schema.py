@@ -81,6 +81,9 @@ journal = Table(
     Column("key", String(200), primary_key=True),
     Column("cycle", Integer, nullable=False),
     Column("result", Text, nullable=False),
+    # A ledger loads only its scope's latest cycles (`journal._Recorded`): a seek, not a
+    # scan of every record of the run.
+    Index("ix_contreact_journal_run_cycle", "run_id", "cycle"),
 )
 
 memories = Table(

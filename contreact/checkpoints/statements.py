@@ -8,15 +8,24 @@ the SQL SQLAlchemy compiles from the table definitions and runs it directly;
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
 from sqlalchemy import Engine, Table, bindparam
-from sqlalchemy.dialects import postgresql, sqlite
 
 from contreact.checkpoints.transactions import Tx, reading
+
+
+def _dialect(name: str) -> Any:
+    """SQLAlchemy's module for one backend, imported when a statement first needs it.
+
+    A run on SQLite never loads the PostgreSQL dialect (and the reverse): `resume` pays
+    for the backend it uses only (start-up time, `benchmarks/startup.py`).
+    """
+    return importlib.import_module(f"sqlalchemy.dialects.{name}")
 
 
 class Prepared:
@@ -41,9 +50,9 @@ class Prepared:
         found = self._compiled.get(dialect)
         if found is None:
             if dialect == "sqlite":
-                compiled_with: Any = sqlite.dialect(paramstyle="qmark")
+                compiled_with: Any = _dialect("sqlite").dialect(paramstyle="qmark")
             elif dialect == "postgresql":
-                compiled_with = postgresql.psycopg.dialect(paramstyle="format")  # type: ignore[no-untyped-call]
+                compiled_with = _dialect("postgresql").psycopg.dialect(paramstyle="format")
             else:  # pragma: no cover - only the two supported backends reach here
                 raise RuntimeError(f"unsupported database dialect {dialect}")
             compiled = self._build(dialect).compile(dialect=compiled_with)
@@ -98,7 +107,7 @@ def _insert_builder(
     table: Table, columns: tuple[str, ...], update: tuple[str, ...] | None
 ) -> Callable[[str], Any]:
     def build(dialect: str) -> Any:
-        stmt: Any = (sqlite if dialect == "sqlite" else postgresql).insert(table)
+        stmt: Any = _dialect(dialect).insert(table)
         stmt = stmt.values(named(table, *columns))
         if update is None:
             return stmt.on_conflict_do_nothing().returning(next(iter(table.primary_key.columns)))

@@ -187,16 +187,28 @@ class _GramIndex:
     would grow with every new n-gram of a long run (and so would the arrays sized by it).
     """
 
+    MIN_TEXTS = 1024
     MAX_TEXTS = 4096
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._texts: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self.limit = self.MIN_TEXTS
+        """Texts kept: twice the most compared at once, within MIN_TEXTS..MAX_TEXTS."""
 
     def arrays(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """(term hashes, counts) of each text."""
         with self._lock:
+            # A check compares `recent` notes (reused by the next checks) and the older
+            # ones its index keys find (`per_key` per band, any age): 164 by default. A
+            # note's arrays are 5 KB for 200 characters, so keeping every note seen grew
+            # the process with the run; an older note found again after it was dropped
+            # is hashed again (at most INDEX_BANDS x `per_key` a check).
+            self.limit = min(self.MAX_TEXTS, max(self.limit, 2 * len(texts)))
             return [self._arrays(text) for text in texts]
+
+    def __len__(self) -> int:
+        return len(self._texts)
 
     def _arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         found = self._texts.get(text)
@@ -209,7 +221,7 @@ class _GramIndex:
             np.fromiter(grams.values(), np.float64, len(grams)),
         )
         self._texts[text] = found
-        if len(self._texts) > self.MAX_TEXTS:
+        while len(self._texts) > self.limit:
             self._texts.popitem(last=False)
         return found
 

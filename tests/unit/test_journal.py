@@ -1,8 +1,9 @@
 """The journal's look-up: answered from memory inside an invocation, never stale across them.
 
-The look-up before every side effect used to be a database query; now one count per
-invocation checks the scope's known keys, and a key another process recorded since is
-seen by the next invocation (a Studio server replaying a step a CLI resume recorded).
+The look-up before every side effect used to be a database query; now each invocation
+loads the scope's latest keys once (`test_journal_window` bounds them), and a key another
+process recorded since is seen by the next invocation (a Studio server replaying a step a
+CLI resume recorded).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from contreact.checkpoints import keys
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.schema import journal
@@ -41,15 +43,15 @@ def act(result: str) -> Any:
 def test_absent_keys_cost_no_query_within_an_invocation(storage: Storage) -> None:
     engine = engine_for(storage)
     ledger = Ledger(storage, "run-q", engine, invocation="inv-1")
-    assert ledger.recall("c1/model/0") is Ledger.MISSING  # loads the scope once
+    assert ledger.recall(keys.model_call(1, 0)) is Ledger.MISSING  # loads the scope once
     sql = Statements(engine)
     for step in range(1, 6):
-        assert ledger.recall(f"c1/model/{step}") is Ledger.MISSING
+        assert ledger.recall(keys.model_call(1, step)) is Ledger.MISSING
     assert sql.count == 0
     # What this process records is known at once; replaying it reads its result.
-    assert ledger.once("c1/model/1", 1, act("first")) == "first"
+    assert ledger.once(keys.model_call(1, 1), 1, act("first")) == "first"
     again = Ledger(storage, "run-q", engine, invocation="inv-1")
-    assert again.once("c1/model/1", 1, act("second")) == "first"
+    assert again.once(keys.model_call(1, 1), 1, act("second")) == "first"
 
 
 def test_a_key_recorded_by_another_process_is_seen_by_the_next_invocation(
@@ -57,10 +59,10 @@ def test_a_key_recorded_by_another_process_is_seen_by_the_next_invocation(
 ) -> None:
     engine = engine_for(storage)
     first = Ledger(storage, "run-x", engine, invocation="inv-1")
-    assert first.recall("c2/model/0") is Ledger.MISSING
-    record_elsewhere(engine, "run-x", "c2/model/0", "theirs")
+    assert first.recall(keys.model_call(2, 0)) is Ledger.MISSING
+    record_elsewhere(engine, "run-x", keys.model_call(2, 0), "theirs")
     later = Ledger(storage, "run-x", engine, invocation="inv-2")
-    assert later.once("c2/model/0", 2, act("mine")) == "theirs"
+    assert later.once(keys.model_call(2, 0), 2, act("mine")) == "theirs"
 
 
 def test_without_an_invocation_every_look_up_asks_the_database(storage: Storage) -> None:
