@@ -185,57 +185,64 @@ def phase(
             },
         )
         engine = engine_for(resolve_storage(str(where.data_dir), url))
-        machines = []
-        if warm:
-            flags = ("--forever",)
-            machines = [Machine(root, f"m{i}", url, parallel, *flags) for i in range(workers)]
-            while workers_beating(engine) < workers:
-                time.sleep(0.1)
-            time.sleep(5)  # their fork servers have imported the engine
-        started = time.monotonic()
-        enqueue = subprocess.run(
-            [sys.executable, "-m", "contreact", "batch", str(config), "--no-work"],
-            env={**child_env(), "CONTREACT_LEASE_S": str(LEASE_S)},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert enqueue.returncode == 0, enqueue.stderr
-        if not warm:
+        machines: list[Machine] = []
+        try:
+            if warm:
+                flags = ("--forever",)
+                machines = [Machine(root, f"m{i}", url, parallel, *flags) for i in range(workers)]
+                while workers_beating(engine) < workers:
+                    time.sleep(0.1)
+                time.sleep(5)  # their fork servers have imported the engine
             started = time.monotonic()
-            machines = [Machine(root, f"m{i}", url, parallel) for i in range(workers)]
-        held_at_kills = 0
-        for n, kind in enumerate(kills):
-            if kind == "tool":
-                victim = Machine(root, f"tool{n}", url, parallel, CONTREACT_FAILPOINTS=TOOL_STOP)
-                machines.append(victim)
-                deadline = time.monotonic() + 120
-                while not victim.stopped_child():
-                    assert time.monotonic() < deadline, "the tool failpoint was never reached"
+            enqueue = subprocess.run(
+                [sys.executable, "-m", "contreact", "batch", str(config), "--no-work"],
+                env={**child_env(), "CONTREACT_LEASE_S": str(LEASE_S)},
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert enqueue.returncode == 0, enqueue.stderr
+            if not warm:
+                started = time.monotonic()
+                machines = [Machine(root, f"m{i}", url, parallel) for i in range(workers)]
+            held_at_kills = 0
+            for n, kind in enumerate(kills):
+                if kind == "tool":
+                    victim = Machine(
+                        root, f"tool{n}", url, parallel, CONTREACT_FAILPOINTS=TOOL_STOP
+                    )
+                    machines.append(victim)
+                    deadline = time.monotonic() + 120
+                    while not victim.stopped_child():
+                        assert time.monotonic() < deadline, "the tool failpoint was never reached"
+                        time.sleep(0.05)
+                else:
+                    victim = next(m for m in machines if m.proc.poll() is None)
+                    mark = cycles_ended(engine) + 3
+                    while cycles_ended(engine) < mark or not leases_of(engine, victim):
+                        time.sleep(0.05)
+                held_at_kills += len(leases_of(engine, victim))
+                victim.kill()
+                machines.remove(victim)
+                if kind != "tool":  # the tool's victim came as a fourth machine
+                    machines.append(Machine(root, f"r{n}", url, parallel))
+            if warm:
+                total = len(load_batch(config).runs)
+                while completed(engine) < total:
                     time.sleep(0.05)
+                wall = time.monotonic() - started
+                for machine in machines:
+                    machine.proc.send_signal(signal.SIGTERM)
+                    machine.proc.wait(timeout=60)
             else:
-                victim = next(m for m in machines if m.proc.poll() is None)
-                mark = cycles_ended(engine) + 3
-                while cycles_ended(engine) < mark or not leases_of(engine, victim):
-                    time.sleep(0.05)
-            held_at_kills += len(leases_of(engine, victim))
-            victim.kill()
-            machines.remove(victim)
-            if kind != "tool":  # the tool's victim came as a fourth machine
-                machines.append(Machine(root, f"r{n}", url, parallel))
-        if warm:
-            total = len(load_batch(config).runs)
-            while completed(engine) < total:
-                time.sleep(0.05)
-            wall = time.monotonic() - started
-            for machine in machines:
-                machine.proc.send_signal(signal.SIGTERM)
-                machine.proc.wait(timeout=60)
-        else:
-            for machine in machines:
-                code = machine.proc.wait(timeout=900)
-                assert code == 0, (machine.home / "worker.out").read_text()
-            wall = time.monotonic() - started
+                for machine in machines:
+                    code = machine.proc.wait(timeout=900)
+                    assert code == 0, (machine.home / "worker.out").read_text()
+                wall = time.monotonic() - started
+        finally:
+            for machine in machines:  # a failed phase leaves no worker behind
+                if machine.proc.poll() is None:
+                    machine.kill()
         runs = [r.run_id for r in load_batch(config).runs]
         records = {r: record(engine, r) for r in runs}
         statuses = Counter(

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -83,18 +84,27 @@ def prepare(storage: Storage) -> None:
 
     Procrastinate's schema, LangGraph's checkpoint tables, and the fence on them.
     """
-    engine = engine_for(storage)
-    with open_saver(storage):
-        pass  # LangGraph's tables, which the fence guards
-    with engine.begin() as conn:
-        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('contreact_queue_schema'))"))
-        present = conn.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar()
-        if present is None:
-            from procrastinate.schema import SchemaManager
+    import psycopg
 
-            # Driver-level, without parameters: the schema's text has `%` signs of its own.
-            conn.connection.driver_connection.execute(SchemaManager.get_schema())  # type: ignore[union-attr]
-    install_fences(engine)
+    # Machines starting at once on a new database would race to create the same tables
+    # (LangGraph's migrations and SQLAlchemy's create_all fail or deadlock): one at a time.
+    with psycopg.connect(storage.libpq_url, autocommit=True) as lock:
+        # Tried, not waited for: a statement waiting on the lock would hold a snapshot, and
+        # LangGraph's `CREATE INDEX CONCURRENTLY` under the lock waits for every snapshot.
+        taken = "SELECT pg_try_advisory_lock(hashtext('contreact_prepare'))"
+        while not lock.execute(taken).fetchone()[0]:  # type: ignore[index]
+            time.sleep(0.1)
+        engine = engine_for(storage)
+        with open_saver(storage):
+            pass  # LangGraph's tables, which the fence guards
+        with engine.begin() as conn:
+            present = conn.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar()
+            if present is None:
+                from procrastinate.schema import SchemaManager
+
+                # Driver-level, without parameters: the schema's text has `%` signs of its own.
+                conn.connection.driver_connection.execute(SchemaManager.get_schema())  # type: ignore[union-attr]
+        install_fences(engine)
 
 
 @dataclass(frozen=True)

@@ -323,3 +323,27 @@ def test_doctor_checks_the_study_queue_of_a_postgresql_study(
     assert before.returncode == 0, before.stdout
     assert "queue" in before.stdout and "made in the database by the first" in before.stdout
     assert after.returncode == 0 and "4 runs queued or in hand, 0 workers beating" in after.stdout
+
+
+def test_workers_starting_at_once_on_a_new_database_all_come_up(
+    tmp_path: Path, postgres_backend: Backend
+) -> None:
+    url = str(postgres_backend.db_url)
+    storage = postgres_backend.storage()
+    machines = [Machine(tmp_path, f"m{i}", url, "--forever") for i in range(3)]
+    try:
+        from contreact.checkpoints.engines import engine_for
+
+        def beating() -> bool:
+            with engine_for(storage).connect() as conn:
+                if conn.execute(text("SELECT to_regclass('procrastinate_workers')")).scalar():
+                    n = conn.execute(text("SELECT count(*) FROM procrastinate_workers")).scalar()
+                    return n == 3
+            return any(m.proc.poll() is not None for m in machines)
+
+        wait_for(beating, 60, "three workers beating")
+        assert all(m.proc.poll() is None for m in machines), [m.output() for m in machines]
+    finally:
+        for machine in machines:
+            machine.proc.send_signal(signal.SIGTERM)
+    assert [m.proc.wait(timeout=30) for m in machines] == [130, 130, 130]
