@@ -469,6 +469,27 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def run_at_once(commands: Sequence[Sequence[str]]) -> None:
+    """Start every command at once and wait for all; raise naming those that failed."""
+    procs = [
+        subprocess.Popen(
+            list(cmd),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+        )
+        for cmd in commands
+    ]
+    errors = []
+    for proc in procs:
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            errors.append(err.strip().splitlines()[-1] if err.strip() else f"rc {proc.returncode}")
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {len(procs)} runs failed: {errors}")
+
+
 def contreact_cmd(where: BenchStorage, *args: str) -> list[str]:
     """The argv of ``python -m contreact`` with the storage flags and ``args``."""
     return [PYTHON, "-m", "contreact", *where.cli_args(), *args]

@@ -45,7 +45,6 @@ import asyncio
 import logging
 import os
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -62,12 +61,12 @@ from common import (
     BenchStorage,
     Figure,
     StampedStub,
-    child_env,
     constant_work_agent,
     contreact_cmd,
     parser,
     print_table,
     report,
+    run_at_once,
     run_config,
     write_yaml,
 )
@@ -301,20 +300,8 @@ def run_batch(
         commands.append(contreact_cmd(where, "run", str(path), "--quiet"))
     with measured(monitor) as delta, ConnectionSampler(monitor) as sampler:
         t0 = time.monotonic()
-        procs = [
-            subprocess.Popen(
-                cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env()
-            )
-            for cmd in commands
-        ]
-        errors = []
-        for proc in procs:
-            _, err = proc.communicate()
-            if proc.returncode != 0:
-                errors.append(err.strip().splitlines()[-1] if err.strip() else "no output")
+        run_at_once(commands)
         wall = time.monotonic() - t0
-    if errors:
-        raise RuntimeError(f"{len(errors)} of {runs} runs failed: {errors}")
     per_call, firsts, lasts = [], [], []
     for model in models:
         times = [s.at for s in stub.agent.since(t0) if s.model.split(":")[0] == model]

@@ -27,7 +27,6 @@ share one PostgreSQL database instead.
 from __future__ import annotations
 
 import resource
-import subprocess
 import threading
 import time
 import uuid
@@ -39,13 +38,13 @@ from common import (
     Stamp,
     StampedStub,
     bench_storage,
-    child_env,
     constant_work_agent,
     contreact_cmd,
     median,
     parser,
     print_table,
     report,
+    run_at_once,
     run_config,
     write_yaml,
 )
@@ -128,22 +127,10 @@ def run_batch(
         commands.append(contreact_cmd(place, "run", str(path), "--quiet"))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    procs = [
-        subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env()
-        )
-        for cmd in commands
-    ]
-    errors = []
-    for proc in procs:
-        _, err = proc.communicate()
-        if proc.returncode != 0:
-            errors.append(err.strip().splitlines()[-1] if err.strip() else f"rc {proc.returncode}")
+    run_at_once(commands)
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    if errors:
-        raise RuntimeError(f"{len(errors)} of {runs} runs failed: {errors}")
     stamps = [s for s in stub.agent.since(t0) if s.model.split(":")[0] in models]
     per_model = {m: [s.at for s in stamps if s.model.split(":")[0] == m] for m in models}
     begin = start.released

@@ -42,6 +42,13 @@ def study(path: Path, hosts: list[Any], storage: dict[str, Any], **fields: Any) 
     return path
 
 
+def one_run_study(tmp_path: Path, host: str, url: str) -> Path:
+    """A study of one run of four cycles on `host`, stored at `url`."""
+    return study(
+        tmp_path / "study.yaml", [host], {"url": url}, models=MODELS[:1], replicates=1, cycles=4
+    )
+
+
 def reference(tmp_path: Path, config: Path) -> tuple[dict[str, Any], int]:
     """The study driven on one machine (SQLite, no queue): each run's record, and requests."""
     local = Backend("sqlite", tmp_path / "reference")
@@ -137,14 +144,7 @@ def test_a_frozen_worker_that_wakes_after_a_takeover_writes_nothing(
 ) -> None:
     url = str(postgres_backend.db_url)
     with StubServer(models=MODELS, latency_ms=300).start() as a:
-        config = study(
-            tmp_path / "study.yaml",
-            [a.url],
-            {"url": url},
-            models=MODELS[:1],
-            replicates=1,
-            cycles=4,
-        )
+        config = one_run_study(tmp_path, a.url, url)
         assert cli_in_process(postgres_backend, "batch", str(config), "--no-work").returncode == 0
         storage = postgres_backend.storage()
         (run_id,) = [r.run_id for r in load_batch(config).runs]
@@ -249,14 +249,7 @@ def test_a_stopped_worker_leaves_its_run_resumable_and_another_finishes_it(
     url = str(postgres_backend.db_url)
     storage = postgres_backend.storage()
     with StubServer(models=MODELS, latency_ms=200).start() as a:
-        config = study(
-            tmp_path / "study.yaml",
-            [a.url],
-            {"url": url},
-            models=MODELS[:1],
-            replicates=1,
-            cycles=4,
-        )
+        config = one_run_study(tmp_path, a.url, url)
         (run_id,) = [r.run_id for r in load_batch(config).runs]
         assert cli_in_process(postgres_backend, "batch", str(config), "--no-work").returncode == 0
         stopped = Machine(tmp_path, "m1", url)
