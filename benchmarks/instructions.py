@@ -116,7 +116,7 @@ def child(level: str, cycles: int, url: str, db_url: str | None, out: Path) -> N
     """
     from overhead import baseline_loop, contreact_loop, langgraph_floor_loop
 
-    from contreact.graph.state import default_model_options
+    from contreact.config import DEFAULT_MODEL_OPTIONS
 
     level, _, ablation = level.partition("~")
     extra = _switch_off(ablation) if ablation else {}
@@ -130,7 +130,7 @@ def child(level: str, cycles: int, url: str, db_url: str | None, out: Path) -> N
         gc.freeze()
     with bench_storage(db_url) as where:
         if level == "a":
-            baseline_loop(url, cycles, default_model_options())
+            baseline_loop(url, cycles, dict(DEFAULT_MODEL_OPTIONS))
         elif level == "b":
             langgraph_floor_loop(url, cycles, where, True)
         elif level == "b2":

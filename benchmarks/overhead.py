@@ -223,9 +223,9 @@ def measure(
         Seconds per step (``baseline``, ``contreact``), CPU seconds of this process per
         step (``..._cpu``) and seconds per whole run (``..._run``), one value per run.
     """
-    from contreact.graph.state import default_model_options
+    from contreact.config import DEFAULT_MODEL_OPTIONS
 
-    options = default_model_options()
+    options = dict(DEFAULT_MODEL_OPTIONS)
     loops: dict[str, Callable[[], list[Mark]]] = {
         "baseline": lambda: baseline_loop(stub.url, cycles, options),
         "contreact": lambda: contreact_loop(stub.url, cycles, where),
@@ -448,14 +448,14 @@ def langgraph_floor_loop(
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
     from contreact.checkpoints.saver import open_saver
-    from contreact.graph.state import default_model_options
+    from contreact.config import DEFAULT_MODEL_OPTIONS
     from contreact.nodes.prompts import REFLECTIONS_HEADING, SYSTEM_PROMPT
     from contreact.tools.registry import TOOL_SCHEMAS
 
     llm = ChatOllama(
         model=MODEL, base_url=host, keep_alive="5m", client_kwargs={"timeout": 60}
     ).bind_tools(TOOL_SCHEMAS)
-    options = default_model_options()
+    options = dict(DEFAULT_MODEL_OPTIONS)
     memory: dict[str, str] = {}
     notes: list[str] = []
     ends: list[Mark] = []
@@ -691,6 +691,10 @@ class FloorBook:
 
     def close(self) -> None:
         """Close the connection and the log."""
+        if not self.sqlite:
+            # Back to the pool as it came: the next borrower (a contreact run's streamed
+            # read) needs transactions.
+            self.conn.dbapi_connection.autocommit = False  # type: ignore[union-attr]
         self.conn.close()
         self.log.close()
 
@@ -702,9 +706,9 @@ def ablate(stub: StubProcess, where: BenchStorage, cycles: int, reps: int) -> No
     in plain LangGraph with and without a checkpointer (the floor of any design that
     checkpoints every superstep of this graph).
     """
-    from contreact.graph.state import default_model_options
+    from contreact.config import DEFAULT_MODEL_OPTIONS
 
-    options = default_model_options()
+    options = dict(DEFAULT_MODEL_OPTIONS)
 
     def shipped(
         patch: Callable[[], AbstractContextManager[None]], **extra: Any

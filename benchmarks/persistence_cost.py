@@ -151,9 +151,9 @@ def per_call(
     stub: StubProcess, where: BenchStorage, cycles: int, reps: int, pols: list[str | None]
 ) -> dict[str, Level]:
     """Time every level, alternating, ``reps`` times; seconds per model call in each Level."""
-    from contreact.graph.state import default_model_options
+    from contreact.config import DEFAULT_MODEL_OPTIONS
 
-    options = default_model_options()
+    options = dict(DEFAULT_MODEL_OPTIONS)
     levels = [
         Level("(a) hand-written ChatOllama loop", lambda: baseline_loop(stub.url, cycles, options)),
         Level(
