@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, select, text
 
 from contreact.batch import (
     BatchRunner,
@@ -44,14 +44,15 @@ from contreact.batch import (
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.fencing import (
     fenced_env,
-    holds,
     install_fences,
     release_lease,
     take_lease,
     worker_name,
 )
 from contreact.checkpoints.registry import RunNotFoundError, get_run
+from contreact.checkpoints.run_record import record_from_row
 from contreact.checkpoints.saver import open_saver
+from contreact.checkpoints.schema import runs
 from contreact.checkpoints.storage import Storage
 from contreact.run_process import warm
 
@@ -119,26 +120,36 @@ class Enqueued:
     """Runs already completed, or paused for the operator (`contreact reply` goes on)."""
 
 
-def _job_states(engine: Engine, run_ids: Iterable[str]) -> dict[str, str]:
-    """Each run's newest job's status (todo, doing, succeeded, ...), by run id."""
+def _newest_jobs(
+    engine: Engine, *, run_ids: Iterable[str] | None = None, queues: list[str] | None = None
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """Each run's newest job: (run id, status, job args), of `run_ids` or of `queues`."""
     with engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT DISTINCT ON (lock) lock, status::text FROM procrastinate_jobs "
-                "WHERE lock = ANY(:ids) ORDER BY lock, id DESC"
+                "SELECT DISTINCT ON (lock) lock, status::text, args FROM procrastinate_jobs "
+                "WHERE task_name = :task "
+                "AND (CAST(:ids AS text[]) IS NULL OR lock = ANY(CAST(:ids AS text[]))) "
+                "AND (CAST(:queues AS text[]) IS NULL "
+                "OR queue_name = ANY(CAST(:queues AS text[]))) "
+                "ORDER BY lock, id DESC"
             ),
-            {"ids": list(run_ids)},
-        )
-        return {str(lock): str(status) for lock, status in rows}
+            {"task": TASK, "ids": None if run_ids is None else list(run_ids), "queues": queues},
+        ).all()
+    return [(str(lock), str(status), args) for lock, status, args in rows]
+
+
+def _run_states(engine: Engine, run_ids: Iterable[str]) -> dict[str, tuple[str, bool]]:
+    """Each registered run's status and whether a live process drives it, in one read."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(runs).where(runs.c.run_id.in_(list(run_ids)))).mappings()
+        records = [record_from_row(dict(r)) for r in rows]
+    return {r.run_id: (r.status, r.status == "running" and r.driven) for r in records}
 
 
 def _run_state(engine: Engine, run_id: str) -> tuple[str | None, bool]:
     """The run's registry status (None: not started) and whether a live process drives it."""
-    try:
-        record = get_run(engine, run_id)
-    except RunNotFoundError:
-        return None, False
-    return record.status, record.status == "running" and record.driven
+    return _run_states(engine, [run_id]).get(run_id, (None, False))
 
 
 def unqueue(storage: Storage, run_id: str) -> int:
@@ -200,12 +211,14 @@ class StudyQueue:
     async def _enqueue(self, spec: BatchSpec, which: list[str]) -> Enqueued:
         from procrastinate.exceptions import AlreadyEnqueued
 
-        jobs = await asyncio.to_thread(_job_states, self.engine, which)
+        newest = await asyncio.to_thread(_newest_jobs, self.engine, run_ids=which)
+        jobs = {run_id: status for run_id, status, _ in newest}
+        states = await asyncio.to_thread(_run_states, self.engine, which)
         queued, waiting, finished = [], [], []
         for planned in spec.runs:
             if planned.run_id not in which:
                 continue
-            status, driven = await asyncio.to_thread(_run_state, self.engine, planned.run_id)
+            status, driven = states.get(planned.run_id, (None, False))
             # A failed run is queued again (as `contreact batch` always resumed one); a
             # paused one waits for its operator's reply.
             if status in ("completed", "paused"):
@@ -221,7 +234,7 @@ class StudyQueue:
                 await task.defer_async(
                     study=spec.name,
                     planned=asdict(planned),
-                    hosts=list[Any](spec.hosts),
+                    hosts=list(spec.hosts),
                     slots=(planned.config.get("ollama") or {}).get("parallel") or {},
                 )
                 queued.append(planned.run_id)
@@ -330,19 +343,12 @@ class StudyQueue:
 
     def _open_runs(self, queues: list[str] | None) -> tuple[list[str], list[dict[str, Any]]]:
         """Runs of the served studies that are not finished, and the lost ones' job args."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT DISTINCT ON (lock) lock, status::text, args FROM procrastinate_jobs "
-                    "WHERE task_name = :task AND (CAST(:queues AS text[]) IS NULL "
-                    "OR queue_name = ANY(CAST(:queues AS text[]))) ORDER BY lock, id DESC"
-                ),
-                {"task": TASK, "queues": queues},
-            ).all()
+        rows = _newest_jobs(self.engine, queues=queues)
+        states = _run_states(self.engine, [run_id for run_id, _, _ in rows])
         open_runs, lost = [], []
         for run_id, job_status, args in rows:
             queued = job_status in ("todo", "doing")
-            status, driven = _run_state(self.engine, run_id)
+            status, driven = states.get(run_id, (None, False))
             if status in FINISHED and not queued:
                 continue
             open_runs.append(run_id)
@@ -396,9 +402,7 @@ class StudyQueue:
             result = await asyncio.to_thread(runner.drive, run, host, fenced_env(token), False)
         finally:
             self.runners.discard(runner)
-            still = await asyncio.to_thread(holds, self.engine, run.run_id, token)
-            if still:
-                await asyncio.to_thread(release_lease, self.engine, run.run_id, token)
+            still = await asyncio.to_thread(release_lease, self.engine, run.run_id, token)
         if not still:
             self.notify(
                 run.run_id,

@@ -27,7 +27,7 @@ import socket
 import time
 from collections.abc import Iterator
 
-from sqlalchemy import Engine, select, text, update
+from sqlalchemy import Engine, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from contreact.checkpoints.schema import leases
@@ -146,21 +146,18 @@ def take_lease(engine: Engine, run_id: str, *, host: str, job_id: int | None = N
     return token
 
 
-def release_lease(engine: Engine, run_id: str, token: int) -> None:
-    """Mark the lease released if `token` still holds it (the token stays refused later)."""
+def release_lease(engine: Engine, run_id: str, token: int) -> bool:
+    """Release the lease if `token` still holds it; whether it did (the token stays refused).
+
+    False: the lease passed to another worker meanwhile.
+    """
     with engine.begin() as conn:
-        conn.execute(
+        released = conn.execute(
             update(leases)
             .where(leases.c.run_id == run_id, leases.c.token == token)
             .values(released=True)
         )
-
-
-def holds(engine: Engine, run_id: str, token: int) -> bool:
-    """Whether `token` is still run `run_id`'s lease."""
-    with engine.connect() as conn:
-        found = conn.execute(select(leases.c.token).where(leases.c.run_id == run_id)).scalar()
-    return found == token
+    return released.rowcount == 1
 
 
 def fenced_env(token: int) -> dict[str, str]:
