@@ -60,6 +60,7 @@ from common import (
     PYTHON,
     BenchStorage,
     Figure,
+    WarmDaemon,
     bench_storage,
     child_env,
     contreact_cmd,
@@ -76,6 +77,8 @@ NUM_CTX = 4096
 from there (issue 30 measured at 16384, where it filled near cycle 225; `--num-ctx`)."""
 WINDOW = 100
 """Cycles whose median driver time is shown at each mark."""
+WARM_RESUME = "resume, daemon"
+"""`resume --cycles 1` started by `contreact daemon` (the engine already imported)."""
 
 
 # ------------------------------------------------------------------------------ the stub
@@ -132,11 +135,11 @@ class Timed:
     """User + system CPU seconds: what other load on the machine inflates least."""
 
 
-def timed(cmd: list[str]) -> Timed:
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> Timed:
     """Run `cmd`, fail loudly if it fails, and return its wall time and peak RSS."""
     started = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env()
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env or child_env()
     )
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
@@ -247,15 +250,23 @@ class Mark:
     commands: dict[str, Timed] = field(default_factory=dict)
 
 
-def measure_commands(where: BenchStorage, run_id: str, workdir: Path) -> dict[str, Timed]:
-    """`resume --cycles 1` (on a copy), `show` and `report` of the run as it is now."""
+def measure_commands(
+    where: BenchStorage, run_id: str, workdir: Path, warm: WarmDaemon
+) -> dict[str, Timed]:
+    """`resume --cycles 1`, `show` and `report` of the run as it is now.
+
+    The resume is made on a copy, in a fresh process, then started by the daemon.
+    """
     out: dict[str, Timed] = {}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         copy = copy_of(where, Path(tmp))
         try:
-            out["resume --cycles 1"] = timed(
-                contreact_cmd(copy, "resume", run_id, "--cycles", "1", "-q")
-            )
+            resume = contreact_cmd(copy, "resume", run_id, "--cycles", "1", "-q")
+            out["resume --cycles 1"] = timed(resume)
+            served = warm.served()
+            out[WARM_RESUME] = timed(resume, env=warm.env())
+            if warm.served() != served + 1:
+                raise RuntimeError("the daemon did not start the warm resume")
         finally:
             drop_copy(copy, where)
         out["show"] = timed(contreact_cmd(where, "show", run_id))
@@ -283,15 +294,17 @@ def median_over(times: dict[int, float], first: int, last: int) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def short_resume(host: str, db_url: str | None, workdir: Path, num_ctx: int) -> Timed:
-    """`resume --cycles 1` of a separate 10-cycle run: the figure's baseline."""
+def short_resume(
+    host: str, db_url: str | None, workdir: Path, num_ctx: int, warm: WarmDaemon
+) -> dict[str, Timed]:
+    """`resume --cycles 1` of a separate 10-cycle run, cold and warm: the figures' baselines."""
     with bench_storage(db_url, prefix="contreact-long10-") as where:
         config = write_yaml(
             workdir / "ten.yaml",
             run_config("ten", host, 10, where, model_options={"num_ctx": num_ctx}),
         )
         timed(contreact_cmd(where, "run", str(config), "-q"))
-        return measure_commands(where, "ten", workdir)["resume --cycles 1"]
+        return measure_commands(where, "ten", workdir, warm)
 
 
 def main() -> None:
@@ -311,14 +324,18 @@ def main() -> None:
     run_id = "long"
     rows: list[Mark] = []
     starts: set[int] = set()
-    with SteadyStub() as stub, bench_storage(args.db_url) as where:
+    with SteadyStub() as stub, bench_storage(args.db_url) as where, WarmDaemon(workdir) as warm:
         backend = "SQLite" if where.is_sqlite else "PostgreSQL"
         print(
             f"{cycles:,} steady cycles on {backend}, num_ctx {args.num_ctx}, marks {marks}",
             flush=True,
         )
-        ten = short_resume(stub.url, args.db_url, workdir, args.num_ctx)
-        print(f"resume --cycles 1 at cycle 10: {ten.seconds:.2f} s", flush=True)
+        ten = short_resume(stub.url, args.db_url, workdir, args.num_ctx, warm)
+        print(
+            f"resume --cycles 1 at cycle 10: {ten['resume --cycles 1'].seconds:.2f} s, "
+            f"started by the daemon {ten[WARM_RESUME].seconds:.2f} s",
+            flush=True,
+        )
         config = write_yaml(
             workdir / "long.yaml",
             run_config(run_id, stub.url, marks[0], where, model_options={"num_ctx": args.num_ctx}),
@@ -335,7 +352,7 @@ def main() -> None:
                 )
             done = mark
             row = Mark(mark, database_bytes(where), driver.rss_mb)
-            row.commands = measure_commands(where, run_id, workdir)
+            row.commands = measure_commands(where, run_id, workdir, warm)
             rows.append(row)
             times = driver_times(cycle_ends(where, run_id), starts)
             print(
@@ -362,7 +379,7 @@ def argparse_hidden() -> str:
 def show_results(
     rows: list[Mark],
     times: dict[int, float],
-    ten: Timed,
+    tens: dict[str, Timed],
     cycles: int,
     json_path: str | None,
     filled: int | None = None,
@@ -382,7 +399,8 @@ def show_results(
                 r.bytes / 1e6,
                 per_cycle,
                 r.driver_rss_mb,
-                *[r.commands[k].seconds for k in ("resume --cycles 1", "show", "report")],
+                *[r.commands[k].seconds for k in ("resume --cycles 1", WARM_RESUME)],
+                *[r.commands[k].seconds for k in ("show", "report")],
                 r.commands["resume --cycles 1"].rss_mb,
                 r.commands["resume --cycles 1"].cpu_s,
             ]
@@ -395,6 +413,7 @@ def show_results(
             "B/cycle since last mark",
             "driver RSS MB",
             "resume s",
+            "resume, daemon s",
             "show s",
             "report s",
             "resume RSS MB",
@@ -411,6 +430,8 @@ def show_results(
     first_b = (by_cycle[first_mark].bytes - by_cycle[1].bytes) / (first_mark - 1)
     last_b = (by_cycle[cycles].bytes - by_cycle[late_mark].bytes) / max(1, cycles - late_mark)
     end = by_cycle[cycles]
+    ten, ten_warm = tens["resume --cycles 1"], tens[WARM_RESUME]
+    warm_end = end.commands[WARM_RESUME]
     figures = [
         Figure(
             "L1",
@@ -467,6 +488,22 @@ def show_results(
             "x",
             1.2,
             note=f"{ten.cpu_s:.2f} -> {end.commands['resume --cycles 1'].cpu_s:.2f} CPU-s",
+        ),
+        Figure(
+            "L4w",
+            f"resume --cycles 1 started by the daemon at cycle {cycles:,} vs at 10",
+            warm_end.seconds / ten_warm.seconds,
+            "x",
+            1.2,
+            note=f"{ten_warm.seconds:.2f} -> {warm_end.seconds:.2f} s",
+        ),
+        Figure(
+            "L4a",
+            f"resume --cycles 1 started by the daemon at cycle {cycles:,}",
+            max(warm_end.seconds, ten_warm.seconds),
+            "s",
+            1.0,
+            note="the slower of the two (at cycle 10 and at the end)",
         ),
         Figure("L5", f"report at cycle {cycles:,}", end.commands["report"].seconds, "s"),
         Figure("L6", f"show at cycle {cycles:,}", end.commands["show"].seconds, "s"),

@@ -1,5 +1,5 @@
-"""`python -m contreact` runs the command line."""
+"""`python -m contreact` runs the command line (started warm when a daemon serves, `launch`)."""
 
-from contreact.cli import main
+from contreact.launch import main
 
 main()

@@ -64,6 +64,17 @@ out = _PipeConsole(highlight=False, soft_wrap=True)
 err = _PipeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
+def reopen_consoles() -> None:
+    """Detect the terminal, its colours and width anew, for a process forked from the daemon.
+
+    rich reads them (and NO_COLOR, FORCE_COLOR, TERM) when a console is made: these two were
+    made in the daemon, whose output is a log file. Made again in place, so every module
+    that imported them prints to the client's terminal or pipe.
+    """
+    for console in (out, err):
+        Console.__init__(console, stderr=console.stderr, highlight=False, soft_wrap=True)
+
+
 class BadInputError(Exception):
     """The user's input cannot be used (exit 2)."""
 
