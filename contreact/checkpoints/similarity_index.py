@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Integer, bindparam, select, union_all
+from sqlalchemy import Integer, bindparam, literal_column, select, true, union_all
 
 from contreact.checkpoints.cycles import Note
 from contreact.checkpoints.schema import cycles, similarity_keys
@@ -27,7 +27,7 @@ def insert_keys(conn: Tx, run_id: str, cycle: int, keys: Sequence[int]) -> None:
 
 
 def _similar_notes(count: int) -> Prepared:
-    def build(_: str) -> object:
+    def build(dialect: str) -> object:
         t = similarity_keys
         run_id = bindparam("run_id", type_=t.c.run_id.type)
         parts = [
@@ -44,10 +44,30 @@ def _similar_notes(count: int) -> Prepared:
             for i in range(count)
         ]
         found = union_all(*(select(p.c.cycle) for p in parts))
+        columns = (cycles.c.cycle, cycles.c.opening, cycles.c.reflection)
+        if dialect != "postgresql":
+            return (
+                select(*columns)
+                .where(cycles.c.run_id == run_id, cycles.c.cycle.in_(found))
+                .order_by(cycles.c.cycle)
+            )
+        # PostgreSQL plans a prepared statement once, for any parameters, from the tables'
+        # statistics. Without them (autovacuum off) it took `run_id = $1` for a handful of
+        # rows and `cycle IN (...)` became a hash of every cycle of the run: 1,800 rows read
+        # per cycle at cycle 1,800. One primary-key look-up per cycle found, in a lateral
+        # subquery (its LIMIT keeps it from being merged into a join), reads only those.
+        wanted = select(found.subquery().c.cycle).distinct().subquery("wanted")
+        note = (
+            select(*columns)
+            .where(cycles.c.run_id == run_id, cycles.c.cycle == wanted.c.cycle)
+            .limit(literal_column("1"))
+            .lateral("note")
+        )
         return (
-            select(cycles.c.cycle, cycles.c.opening, cycles.c.reflection)
-            .where(cycles.c.run_id == run_id, cycles.c.cycle.in_(found))
-            .order_by(cycles.c.cycle)
+            select(note.c.cycle, note.c.opening, note.c.reflection)
+            .select_from(wanted)
+            .join(note, true())
+            .order_by(note.c.cycle)
         )
 
     return Prepared(build)
