@@ -167,8 +167,13 @@ def _command(fds: list[int], request: dict[str, Any], client: int) -> None:
     os.umask(int(request["umask"]))
     argv = [str(a) for a in request["argv"]]
     if any(env.get(k) != os.environ.get(k) for k in IMPORT_TIME_ENV):
-        # Modules imported by the server read these when it started: import afresh.
-        os.execve(sys.executable, [sys.executable, "-m", "contreact", *argv], env)
+        # Modules imported by the server read these when it started: import afresh, here
+        # (not handed to the daemon again, which would start it afresh, and so on).
+        os.execve(
+            sys.executable,
+            [sys.executable, "-m", "contreact", *argv],
+            {**env, "CONTREACT_DAEMON": "off"},
+        )
     os.environ.clear()
     os.environ.update(env)
     _reopen_streams(env)

@@ -183,7 +183,8 @@ def forward(argv: list[str]) -> int | None:
     if "signal" in end:
         # Die of the same signal, so whoever started this process sees what killed it.
         died = signal.Signals(int(end["signal"]))
-        signal.signal(died, signal.SIG_DFL)
+        if died not in (signal.SIGKILL, signal.SIGSTOP):  # whose action cannot be set
+            signal.signal(died, signal.SIG_DFL)
         os.kill(os.getpid(), died)
     return int(end["exit"])
 

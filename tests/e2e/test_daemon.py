@@ -14,6 +14,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -113,6 +114,52 @@ def test_a_run_and_resume_started_by_the_daemon_are_those_of_fresh_processes(
     ]
 
 
+def on_terminal(backend: Backend, *args: str, env: dict[str, str]) -> bytes:
+    """Everything `contreact ARGS` writes to a terminal, escape codes and all."""
+    import pty
+
+    from support.cli import cli_env
+    from support.paths import ROOT
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "contreact", *backend.cli_args, *args],
+        cwd=ROOT,
+        env=cli_env({"COLUMNS": "120", "TERM": "xterm", **env}),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every process holding the terminal has ended
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.wait(timeout=30) == 0, seen
+    return seen
+
+
+def test_a_command_started_by_the_daemon_writes_to_the_terminal_as_its_own_would(
+    tmp_path: Path, daemon: Daemon
+) -> None:
+    # The daemon's own output is a log file: colours, width and line buffering are the
+    # client's terminal's, detected anew in the command's process.
+    with scripted_stub({1: CYCLE, 2: CYCLE}) as server:
+        drive(daemon.backend, tmp_path, server, "run-1", {})
+    fresh = on_terminal(daemon.backend, "show", "run-1", env={})
+    started = on_terminal(daemon.backend, "show", "run-1", env=daemon.env)
+    assert daemon.served() == 1
+    assert b"\x1b[1mCycle 1" in fresh
+    assert started == fresh
+
+
 def test_bad_input_is_one_line_and_exit_2_through_the_daemon(daemon: Daemon) -> None:
     result = cli(daemon.backend, "resume", "no-such-run", "--cycles", "1", env=daemon.env)
     assert daemon.served() == 1
@@ -129,8 +176,9 @@ def started_run(
     The line arrives while the run goes on: the command's stdout is the client's pipe,
     written through as `PYTHONUNBUFFERED` asks.
     """
+    host = {"host": server.url}
     config = write_config(
-        tmp_path / "long.yaml", daemon.backend, run_id="long", cycles=50, ollama={"host": server.url}
+        tmp_path / "long.yaml", daemon.backend, run_id="long", cycles=50, ollama=host
     )
     proc = cli_start(daemon.backend, "run", str(config), env=daemon.env)
     assert proc.stdout is not None
@@ -175,8 +223,8 @@ def test_the_command_dies_with_its_client(tmp_path: Path, daemon: Daemon) -> Non
         while _alive(driver):
             assert time.monotonic() < deadline, "the daemon's process outlived its client"
             time.sleep(0.05)
-    # As after a kill -9 of a command of its own: the run resumes where it stopped.
-    resumed = cli(daemon.backend, "resume", "long", "--cycles", "1", env=daemon.env)
+        # As after a kill -9 of a command of its own: the run resumes where it stopped.
+        resumed = cli(daemon.backend, "resume", "long", "--cycles", "1", env=daemon.env)
     assert resumed.returncode == 0, resumed.stderr
 
 
