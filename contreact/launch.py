@@ -153,11 +153,29 @@ def forward(argv: list[str]) -> int | None:
         "umask": _umask(),
         "fingerprint": fingerprint(),
     }
+    command: list[int] = []
+    held: list[int] = []
+
+    def relay(signum: int, frame: object) -> None:
+        # Before the command's pid is known, a signal waits for it (or, if the daemon
+        # declines, is acted on here); then it goes to the command, which acts on it.
+        if not command:
+            held.append(signum)
+            return
+        try:
+            os.kill(command[0], signum)
+        except ProcessLookupError:
+            pass
+
+    relayed = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {signum: signal.signal(signum, relay) for signum in relayed}
     with sock:
         send(sock, {"run": request}, _streams())
         lines = Lines(sock)
         answer = lines.next()
         if answer is None or "pid" not in answer:
+            for signum, handler in before.items():
+                signal.signal(signum, handler)
             if answer and answer.get("stale"):
                 print(
                     "contreact: the daemon was started on other code (files changed or "
@@ -165,17 +183,12 @@ def forward(argv: list[str]) -> int | None:
                     "`contreact daemon start` starts a fresh one.",
                     file=sys.stderr,
                 )
+            for waiting in held:
+                signal.raise_signal(waiting)
             return None
-        pid = int(answer["pid"])
-
-        def relay(signum: int, frame: object) -> None:
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
-
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, relay)
+        command.append(int(answer["pid"]))
+        for waiting in held:
+            relay(waiting, None)
         end = lines.next()
     if end is None:
         print("contreact: the daemon ended before the command did", file=sys.stderr)

@@ -47,6 +47,7 @@ from contreact.checkpoints.registry import (
     set_status,
 )
 from contreact.checkpoints.saver import open_saver
+from contreact.checkpoints.statistics import Statistics
 from contreact.checkpoints.storage import Storage
 from contreact.checkpoints.storage_faults import StorageFault
 from contreact.checkpoints.transactions import Tx
@@ -365,9 +366,10 @@ def _drive(
     handed: Handed | None = None,
 ) -> RunOutcome:
     # While this process drives the run it beats; once it is killed the beat stops and
-    # `list`/`status` show the run as interrupted within seconds.
+    # `list`/`status` show the run as interrupted within seconds. On a PostgreSQL without
+    # autovacuum it also keeps the run tables' statistics fresh (`checkpoints.statistics`).
     try:
-        with Heartbeat(engine_for(storage), record.run_id):
+        with Heartbeat(engine_for(storage), record.run_id), Statistics(engine_for(storage)):
             return _drive_steps(
                 record,
                 config,

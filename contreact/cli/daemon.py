@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from contreact.cli.app import BadInputError, command, out
+from contreact.cli.app import BadInputError, command, fail, out
 from contreact.launch import WARM, socket_path
 
 START_TIMEOUT_S = 60.0
@@ -101,7 +101,7 @@ def _start(path: os.PathLike[str], idle_minutes: float | None) -> None:
             tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
             if process.poll() is None:
                 process.kill()
-            raise RuntimeError(f"the daemon did not start (log {log}: {tail[0]})")
+            fail(f"the daemon did not start: {tail[0]} (its log: {log})", 1)
         time.sleep(0.05)
     out.print(
         f"Daemon {process.pid} serves at {where}; {', '.join(sorted(WARM))} now start warm. "
