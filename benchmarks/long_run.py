@@ -77,6 +77,9 @@ NUM_CTX = 4096
 from there (issue 30 measured at 16384, where it filled near cycle 225; `--num-ctx`)."""
 WINDOW = 100
 """Cycles whose median driver time is shown at each mark."""
+RESUME_REPEATS = 5
+"""`resume --cycles 1` at cycle 10 and at the end: the median of this many (one sample
+of the warm one varied from 0.3 to 0.5 s between marks)."""
 WARM_RESUME = "resume, daemon"
 """`resume --cycles 1` started by `contreact daemon` (the engine already imported)."""
 
@@ -250,23 +253,34 @@ class Mark:
     commands: dict[str, Timed] = field(default_factory=dict)
 
 
+def median_timed(samples: list[Timed]) -> Timed:
+    """The sample of median wall time."""
+    return sorted(samples, key=lambda t: t.seconds)[len(samples) // 2]
+
+
 def measure_commands(
-    where: BenchStorage, run_id: str, workdir: Path, warm: WarmDaemon
+    where: BenchStorage,
+    run_id: str,
+    workdir: Path,
+    warm: WarmDaemon,
+    host: str,
+    repeats: int = 1,
 ) -> dict[str, Timed]:
     """`resume --cycles 1`, `show` and `report` of the run as it is now.
 
-    The resume is made on a copy, in a fresh process, then started by the daemon.
+    The resume is made on a copy, in a fresh process, then started by the daemon; with
+    `repeats`, each of them that many times (one more cycle each), the median kept.
     """
     out: dict[str, Timed] = {}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         copy = copy_of(where, Path(tmp))
         try:
-            resume = contreact_cmd(copy, "resume", run_id, "--cycles", "1", "-q")
-            out["resume --cycles 1"] = timed(resume)
+            resume = contreact_cmd(copy, "resume", run_id, "--cycles", "1", "-q", "--host", host)
+            out["resume --cycles 1"] = median_timed([timed(resume) for _ in range(repeats)])
             served = warm.served()
-            out[WARM_RESUME] = timed(resume, env=warm.env())
-            if warm.served() != served + 1:
-                raise RuntimeError("the daemon did not start the warm resume")
+            out[WARM_RESUME] = median_timed([timed(resume, env=warm.env()) for _ in range(repeats)])
+            if warm.served() != served + repeats:
+                raise RuntimeError("the daemon did not start the warm resumes")
         finally:
             drop_copy(copy, where)
         out["show"] = timed(contreact_cmd(where, "show", run_id))
@@ -304,7 +318,7 @@ def short_resume(
             run_config("ten", host, 10, where, model_options={"num_ctx": num_ctx}),
         )
         timed(contreact_cmd(where, "run", str(config), "-q"))
-        return measure_commands(where, "ten", workdir, warm)
+        return measure_commands(where, "ten", workdir, warm, host, RESUME_REPEATS)
 
 
 def main() -> None:
@@ -315,9 +329,17 @@ def main() -> None:
     p.add_argument("--keep", metavar="DIR", help="copy the data directory here at the end")
     p.add_argument("--num-ctx", type=int, default=NUM_CTX, help="the prompt window (tokens)")
     p.add_argument("--serve-stub", action="store_true", help=argparse_hidden())
+    p.add_argument(
+        "--resumes-of",
+        metavar="DIR",
+        help="only the resume figures, of the run `long` kept in DIR by --keep (SQLite)",
+    )
     args = p.parse_args()
     if args.serve_stub:
         serve_stub()
+    if args.resumes_of:
+        resumes_of(Path(args.resumes_of), args.num_ctx)
+        return
     cycles = 300 if args.quick else args.cycles
     marks = marks_for(cycles)
     workdir = Path(tempfile.mkdtemp(prefix="contreact-long-"))
@@ -352,7 +374,8 @@ def main() -> None:
                 )
             done = mark
             row = Mark(mark, database_bytes(where), driver.rss_mb)
-            row.commands = measure_commands(where, run_id, workdir, warm)
+            repeats = RESUME_REPEATS if mark == marks[-1] else 1
+            row.commands = measure_commands(where, run_id, workdir, warm, stub.url, repeats)
             rows.append(row)
             times = driver_times(cycle_ends(where, run_id), starts)
             print(
@@ -368,6 +391,24 @@ def main() -> None:
         filled = window_filled(where, run_id)
     shutil.rmtree(workdir, ignore_errors=True)
     show_results(rows, times, ten, cycles, args.json, filled)
+
+
+def resumes_of(kept: Path, num_ctx: int) -> None:
+    """L4, L4w and L4a alone, for a run kept by `--keep` (its cycles and figures are not redone)."""
+    workdir = Path(tempfile.mkdtemp(prefix="contreact-long-"))
+    where = BenchStorage(kept)
+    with SteadyStub() as stub, WarmDaemon(workdir) as warm:
+        end = Mark(0, 0, 0.0)
+        end.commands = measure_commands(where, "long", workdir, warm, stub.url, RESUME_REPEATS)
+        tens = short_resume(stub.url, None, workdir, num_ctx, warm)
+    shutil.rmtree(workdir, ignore_errors=True)
+    for name, ten in tens.items():
+        at_end = end.commands[name]
+        print(
+            f"{name}: at cycle 10 {ten.seconds:.2f} s ({ten.cpu_s:.2f} CPU-s), at the end "
+            f"{at_end.seconds:.2f} s ({at_end.cpu_s:.2f} CPU-s): "
+            f"{at_end.seconds / ten.seconds:.2f}x"
+        )
 
 
 def argparse_hidden() -> str:
