@@ -427,6 +427,13 @@ def show_results(
 ) -> None:
     """The table per mark and the figures."""
     by_cycle = {r.cycle: r for r in rows}
+    tenth = max(1, cycles // 10)
+    # Every tenth of the run, so a trend can be told from a slow stretch (another process
+    # on the machine, a database checkpoint).
+    medians = [
+        f"{median_over(times, max(2, k * tenth + 1), (k + 1) * tenth) * 1e3:.1f}" for k in range(10)
+    ]
+    print(f"driver ms/cycle, median of each tenth of the run: {', '.join(medians)}")
     table = []
     for i, r in enumerate(rows):
         previous = rows[i - 1] if i else None
@@ -463,7 +470,6 @@ def show_results(
         table,
         title="(L) at each mark",
     )
-    tenth = max(1, cycles // 10)
     first_t, last_t = median_over(times, 2, tenth), median_over(times, cycles - tenth + 1, cycles)
     thousand = min(1_000, cycles // 2)
     first_mark = min(by_cycle, key=lambda c: abs(c - thousand))
