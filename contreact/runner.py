@@ -31,6 +31,7 @@ from contreact.checkpoints.events import (
     Provenance,
     RunFork,
     count_events,
+    numbered,
     payload_of,
 )
 from contreact.checkpoints.fencing import lease_lost
@@ -238,7 +239,7 @@ def resume_run(
         )
     config = config_of(record, overrides)
     if config.host != record.host:
-        n = count_events(engine, run_id, event_type=HostChange.event_type)
+        n = numbered(engine, run_id, keys.host_change)
         Ledger(storage, run_id, engine).emit(
             Event(0, keys.host_change(n), HostChange(from_=record.host, to=config.host))
         )
@@ -538,7 +539,7 @@ def _record_provenance(
     drive killed before its record committed leaves none, and every later drive gets one.
     """
     engine = engine_for(storage)
-    n = count_events(engine, run_id, event_type=Provenance.event_type)
+    n = numbered(engine, run_id, keys.provenance)
 
     def act(_conn: Tx) -> tuple[dict[str, Any], list[Event]]:
         record = gather(ctx, task=config.task)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, bindparam, func, select
 
 from contreact.checkpoints.private_files import open_private
 from contreact.checkpoints.schema import events
@@ -626,6 +626,31 @@ def count_events(
         query = query.where(events.c.event_type == event_type)
     with engine.connect() as conn:
         return int(conn.execute(query).scalar_one())
+
+
+def numbered(engine: Engine, run_id: str, key_of: Callable[[int], str]) -> int:
+    """How many of a run's numbered run-level events there are (`key_of(0)`, `key_of(1)`...).
+
+    They are numbered without gaps (each is written with the count of those before it), so
+    the count is the first number whose key is absent: found by doubling and halving, in
+    O(log n) look-ups of the (run, key) index. Counting them by type read every event of
+    the run: 68 ms for each `resume` at cycle 10,000.
+    """
+    query = select(events.c.key).where(events.c.run_id == run_id, events.c.key == bindparam("k"))
+    with engine.connect() as conn:
+
+        def present(n: int) -> bool:
+            return conn.execute(query, {"k": key_of(n)}).first() is not None
+
+        if not present(0):
+            return 0
+        low, high = 0, 1  # present(low), and high to find: the first absent
+        while present(high):
+            low, high = high, high * 2
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if present(middle) else (low, middle)
+        return high
 
 
 def payload_of(engine: Engine, run_id: str, key: str) -> dict[str, Any] | None:

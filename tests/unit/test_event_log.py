@@ -24,6 +24,7 @@ from contreact.checkpoints.events import (
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.keys import cycle_start
 from contreact.checkpoints.storage import resolve_storage
+from support.backends import Backend
 from support.paths import ROOT
 
 EVENT_DOC = ROOT / "docs" / "event-log.md"
@@ -143,3 +144,28 @@ def test_an_appended_line_is_the_line_a_rebuild_writes(
         "payload": json.dumps(payload, ensure_ascii=False, default=str),
     }
     assert line_text(run_id, row) == json.dumps(as_line(run_id, row), ensure_ascii=False)
+
+
+def test_numbered_run_events_are_counted_without_reading_the_run(backend: Backend) -> None:
+    # A resume numbers its PROVENANCE record (and a host change its HOST_CHANGE) by the
+    # records before it; counted by type, that read all of a long run's events.
+    from contreact.checkpoints.events import HostChange, numbered
+    from contreact.checkpoints.keys import host_change, provenance
+
+    storage = backend.storage()
+    engine = engine_for(storage)
+    ledger = Ledger(storage, "r", engine)
+    calls: list[int] = []
+
+    def counted(n: int) -> str:
+        calls.append(n)
+        return host_change(n)
+
+    for written in range(0, 41):
+        calls.clear()
+        assert numbered(engine, "r", counted) == written
+        assert len(calls) <= 2 * max(1, written).bit_length() + 1
+        change = HostChange(from_="http://a", to="http://b")
+        ledger.emit(Event(written, host_change(written), change))
+    assert numbered(engine, "r", provenance) == 0
+    assert numbered(engine, "other", host_change) == 0
