@@ -9,7 +9,7 @@ the SQL SQLAlchemy compiles from the table definitions and runs it directly;
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
@@ -76,6 +76,18 @@ class Prepared:
         with self._cursor(conn, params):
             pass
 
+    def execute_many(self, conn: Tx, rows: Sequence[dict[str, Any]]) -> None:
+        """Run it once per row of parameters, in one call to the driver.
+
+        On PostgreSQL the driver pipelines them: one round trip for all.
+        """
+        sql, names = self.sql(conn.dialect.name)
+        cursor = conn.connection.cursor()
+        try:
+            cursor.executemany(sql, [tuple(row[n] for n in names) for row in rows])
+        finally:
+            cursor.close()
+
     def rows(self, conn: Tx, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Every row of the result."""
         with self._cursor(conn, params) as cursor:
@@ -104,13 +116,16 @@ def named(table: Table, *columns: str) -> dict[str, Any]:
 
 
 def _insert_builder(
-    table: Table, columns: tuple[str, ...], update: tuple[str, ...] | None
+    table: Table, columns: tuple[str, ...], update: tuple[str, ...] | None, returning: bool = True
 ) -> Callable[[str], Any]:
     def build(dialect: str) -> Any:
         stmt: Any = _dialect(dialect).insert(table)
         stmt = stmt.values(named(table, *columns))
         if update is None:
-            return stmt.on_conflict_do_nothing().returning(next(iter(table.primary_key.columns)))
+            stmt = stmt.on_conflict_do_nothing()
+            if not returning:
+                return stmt
+            return stmt.returning(next(iter(table.primary_key.columns)))
         keys = [c for c in columns if c not in update]
         return stmt.on_conflict_do_update(
             index_elements=keys, set_={c: stmt.excluded[c] for c in update}
@@ -122,6 +137,11 @@ def _insert_builder(
 @cache
 def _insert_ignore(table: Table, columns: tuple[str, ...]) -> Prepared:
     return Prepared(_insert_builder(table, columns, None))
+
+
+@cache
+def _insert_ignore_all(table: Table, columns: tuple[str, ...]) -> Prepared:
+    return Prepared(_insert_builder(table, columns, None, returning=False))
 
 
 @cache
@@ -137,6 +157,12 @@ def insert_ignore(conn: Tx, table: Table, values: dict[str, Any]) -> bool:
     (RETURNING, not rowcount: psycopg reports 1 for a conflicting DO NOTHING.)
     """
     return _insert_ignore(table, tuple(values)).first(conn, values) is not None
+
+
+def insert_ignore_all(conn: Tx, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    """`insert_ignore` of many rows with the same columns, in one call to the driver."""
+    if rows:
+        _insert_ignore_all(table, tuple(rows[0])).execute_many(conn, rows)
 
 
 def upsert(conn: Tx, table: Table, values: dict[str, Any], keys: list[str]) -> None:
