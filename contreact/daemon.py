@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from contreact.launch import Lines, fingerprint, send
-from contreact.run_process import IMPORT_TIME_ENV, PRELOAD
+from contreact.run_process import PRELOAD, become
 
 _STOP = False
 
@@ -165,23 +165,12 @@ def _command(fds: list[int], request: dict[str, Any], client: int) -> None:
     env["CONTREACT_PARENT_PID"] = str(client)  # die with the client (cli.app.die_with_parent)
     os.chdir(request["cwd"])
     os.umask(int(request["umask"]))
-    argv = [str(a) for a in request["argv"]]
-    if any(env.get(k) != os.environ.get(k) for k in IMPORT_TIME_ENV):
-        # Modules imported by the server read these when it started: import afresh, here
-        # (not handed to the daemon again, which would start it afresh, and so on).
-        os.execve(
-            sys.executable,
-            [sys.executable, "-m", "contreact", *argv],
-            {**env, "CONTREACT_DAEMON": "off"},
-        )
-    os.environ.clear()
-    os.environ.update(env)
+    become([str(a) for a in request["argv"]], env)
     _reopen_streams(env)
     from contreact.cli import main
     from contreact.cli.app import reopen_consoles
 
     reopen_consoles()
-    sys.argv = ["contreact", *argv]
     code = 1
     try:
         main()

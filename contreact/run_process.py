@@ -59,19 +59,29 @@ IMPORT_TIME_ENV = (
 """Settings read when a module is imported: the fork server read them when it started."""
 
 
+def become(argv: Sequence[str], env: Mapping[str, str]) -> None:
+    """Make a process forked with the engine loaded the command `contreact ARGV` in `env`.
+
+    Used by this module's fork server and by `contreact.daemon`. When a setting read at
+    import differs (a test's failpoints), the preloaded modules hold the wrong value: the
+    process starts afresh, importing with `env`, and runs the command itself
+    (`CONTREACT_DAEMON=off`: handed to a daemon, it would be started afresh again).
+    """
+    if any(env.get(k) != os.environ.get(k) for k in IMPORT_TIME_ENV):
+        fresh = {**env, "CONTREACT_DAEMON": "off"}
+        os.execve(sys.executable, [sys.executable, "-m", "contreact", *argv], fresh)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = ["contreact", *argv]
+
+
 def _command(argv: Sequence[str], env: Mapping[str, str], log: str) -> None:
     """The forked process: `contreact ARGV` with `env`, its output appended to `log`."""
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    if any(env.get(k) != os.environ.get(k) for k in IMPORT_TIME_ENV):
-        # The preloaded modules hold other values of these (a test's failpoints): start
-        # afresh, importing with this environment.
-        os.execve(sys.executable, [sys.executable, "-m", "contreact", *argv], dict(env))
-    os.environ.clear()
-    os.environ.update(env)
-    sys.argv = ["contreact", *argv]
+    become(argv, env)
     from contreact.cli import main
 
     main()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -76,12 +76,9 @@ def daemon(
         _start(path, idle_minutes)
 
 
-def _start(path: os.PathLike[str], idle_minutes: float | None) -> None:
-    from pathlib import Path
-
+def _start(where: Path, idle_minutes: float | None) -> None:
     from contreact.daemon import ask
 
-    where = Path(path)
     where.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     log = where.with_suffix(".log")
     argv = [sys.executable, "-m", "contreact.daemon", str(where)]
