@@ -35,3 +35,7 @@ def test_the_monitor_never_keeps_more_than_its_cap() -> None:
 
 def test_note_costs_are_cached_for_the_notes_in_reach_not_for_every_cycle() -> None:
     assert assemble.note_tokens.cache_info().maxsize == 4096
+
+
+def test_the_monitor_keeps_the_arrays_of_a_bounded_number_of_words() -> None:
+    assert similarity._token_arrays.cache_info().maxsize == similarity.TOKEN_CACHE == 16_384

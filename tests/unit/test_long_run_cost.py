@@ -118,7 +118,7 @@ CONTREACT_TABLES = (
 def test_work_and_bytes_per_cycle_at_cycle_1000_are_what_they_were_at_cycle_100(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    grams = Counter(monkeypatch, similarity, "char_ngrams")
+    grams = Counter(monkeypatch, similarity, "_text_arrays")
     notes = Counter(monkeypatch, assemble, "note_tokens")
     chat = GenericFakeChatModel(messages=steady_answers(CYCLES))
     monkeypatch.setattr(GenericFakeChatModel, "bind_tools", lambda self, *a, **k: self)
