@@ -16,6 +16,7 @@ import ipaddress
 import json
 import os
 import re
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -215,12 +216,17 @@ class OperatorSettings(_Strict):
     replies_file: str | None = None
     no_reply: bool = False
 
-    def auto_reply(self, answered: int) -> str:
-        """The `auto` reply to the operator message after `answered` earlier ones."""
+    def auto_reply(self, answered: Callable[[int], int]) -> str:
+        """The `auto` reply to the operator message after `answered(n)` earlier ones.
+
+        `answered(n)` counts the run's earlier messages up to `n`: only a list of replies
+        needs the count, and only until the list is handed out (counting them read every
+        event of the run, each time the agent wrote to the operator).
+        """
         if self.no_reply:
             return NO_REPLY_TEXT
-        if self.replies and answered < len(self.replies):
-            return self.replies[answered]
+        if self.replies and (n := answered(len(self.replies))) < len(self.replies):
+            return self.replies[n]
         return self.reply
 
 

@@ -18,7 +18,10 @@ AskOperator = Callable[[str], str]
 
 
 def answer(
-    settings: OperatorSettings, message: str, ask_operator: AskOperator | None, answered: int
+    settings: OperatorSettings,
+    message: str,
+    ask_operator: AskOperator | None,
+    answered: Callable[[int], int],
 ) -> dict[str, str] | None:
     """The reply by the run's operator policy; None leaves the run paused (queue).
 
@@ -26,8 +29,8 @@ def answer(
         settings: The run's `operator` settings.
         message: What the agent wrote to the operator.
         ask_operator: The console prompt of the face driving the run (None: no console).
-        answered: The run's earlier operator messages, so replies from a list are handed
-            out in order, also across resumes.
+        answered: Counts the run's earlier operator messages, up to its argument, so
+            replies from a list are handed out in order, also across resumes.
 
     Returns:
         `{"reply", "policy"}` (the resume value the operator tool logs), or None.

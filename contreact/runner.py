@@ -514,7 +514,12 @@ def _drive_steps(
             if not asks:
                 return finish("failed", f"the graph stopped unexpectedly before {stop.next}")
             message = str(asks[0].get("message", ""))
-            answered = count_events(engine, record.run_id, event_type=OperatorMessage.event_type)
+
+            def answered(up_to: int) -> int:
+                return count_events(
+                    engine, record.run_id, event_type=OperatorMessage.event_type, limit=up_to
+                )
+
             try:
                 answer = answer_by_policy(config.operator, message, ask_operator, answered)
             except OperatorUnavailableError as exc:

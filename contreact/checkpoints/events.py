@@ -612,18 +612,23 @@ def count_events(
     key_prefix: str | None = None,
     event_type: str | None = None,
     cycle: int | None = None,
+    limit: int | None = None,
 ) -> int:
     """How many of a run's events have keys starting with `key_prefix` / are of `event_type`.
 
     With `cycle`, only that cycle's events are read (through the (run, cycle) index).
+    With `limit`, counting stops there (the answer is at most `limit`).
     """
-    query = select(func.count()).select_from(events).where(events.c.run_id == run_id)
+    found = select(events.c.id).where(events.c.run_id == run_id)
     if cycle is not None:
-        query = query.where(events.c.cycle == cycle)
+        found = found.where(events.c.cycle == cycle)
     if key_prefix is not None:
-        query = query.where(events.c.key.startswith(key_prefix, autoescape=True))
+        found = found.where(events.c.key.startswith(key_prefix, autoescape=True))
     if event_type is not None:
-        query = query.where(events.c.event_type == event_type)
+        found = found.where(events.c.event_type == event_type)
+    if limit is not None:
+        found = found.limit(limit)
+    query = select(func.count()).select_from(found.subquery())
     with engine.connect() as conn:
         return int(conn.execute(query).scalar_one())
 

@@ -169,3 +169,25 @@ def test_numbered_run_events_are_counted_without_reading_the_run(backend: Backen
         ledger.emit(Event(written, host_change(written), change))
     assert numbered(engine, "r", provenance) == 0
     assert numbered(engine, "other", host_change) == 0
+
+
+def test_a_count_with_a_limit_stops_there(backend: Backend) -> None:
+    # The operator policy counts a run's earlier messages only as far as its list of replies.
+    from contreact.checkpoints.events import OperatorMessage, count_events
+    from contreact.checkpoints.keys import operator_message
+
+    storage = backend.storage()
+    engine = engine_for(storage)
+    ledger = Ledger(storage, "r", engine)
+    ledger.emit(*(Event(c, operator_message(c, 0, 0), OperatorMessage()) for c in range(1, 6)))
+    ledger.emit(Event(1, cycle_start(1), CycleStart(opening="1")))
+    kind = OperatorMessage.event_type
+    assert count_events(engine, "r", event_type=kind) == 5
+    assert [count_events(engine, "r", event_type=kind, limit=n) for n in (0, 2, 5, 9)] == [
+        0,
+        2,
+        5,
+        5,
+    ]
+    assert count_events(engine, "r", limit=3) == 3
+    assert count_events(engine, "other", event_type=kind, limit=3) == 0
