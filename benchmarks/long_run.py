@@ -25,6 +25,14 @@ The figures compare the end with the start: driver time of the last 10 % of cycl
 first 10 %, bytes per cycle of the last 1,000 vs the first 1,000, RSS at the last mark vs
 1,000, and ``resume --cycles 1`` at the last mark vs at cycle 10 (a separate 10-cycle run).
 
+The first tenth and the last are driven minutes apart (an hour on PostgreSQL), and on a
+shared virtual machine every phase of a cycle, those that touch no storage too, ran 30 %
+slower for stretches of a run and not in others. So two figures are also taken in turns,
+where both sides see the same machine: (L1p) ``WINDOW`` cycles resumed from a copy of the
+run at the end of its first tenth and from a copy at its end, ``PAIRED_ROUNDS`` rounds, the
+order alternating; and the resumes at cycle 10 and at the end (L4, L4w), ``RESUME_REPEATS``
+rounds likewise.
+
 ``--keep DIR`` keeps the data directory (SQLite) for a look at the report's plots.
 
 The workload is the same shape in every cycle, before and after the prompt window fills.
@@ -42,6 +50,7 @@ there every cycle stores the same. The cycle the window filled is printed with L
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import statistics
@@ -78,8 +87,11 @@ from there (issue 30 measured at 16384, where it filled near cycle 225; `--num-c
 WINDOW = 100
 """Cycles whose median driver time is shown at each mark."""
 RESUME_REPEATS = 5
-"""`resume --cycles 1` at cycle 10 and at the end: the median of this many (one sample
-of the warm one varied from 0.3 to 0.5 s between marks)."""
+"""`resume --cycles 1` at cycle 10 and at the end: the median of this many, taken in turns
+(one sample of the warm one varied from 0.3 to 0.5 s between marks)."""
+PAIRED_ROUNDS = 4
+"""Rounds of the paired driver-time figure (L1p): in each, `WINDOW` cycles resumed from
+the end of the first tenth and `WINDOW` from the end of the run, in turns."""
 WARM_RESUME = "resume, daemon"
 """`resume --cycles 1` started by `contreact daemon` (the engine already imported)."""
 
@@ -268,22 +280,21 @@ def measure_commands(
     workdir: Path,
     warm: WarmDaemon,
     host: str,
-    repeats: int = 1,
 ) -> dict[str, Timed]:
     """`resume --cycles 1`, `show` and `report` of the run as it is now.
 
-    The resume is made on a copy, in a fresh process, then started by the daemon; with
-    `repeats`, each of them that many times (one more cycle each), the median kept.
+    The resume is made on a copy, in a fresh process, then started by the daemon (one
+    more cycle each). The figures' resumes at the end are `paired_resumes`.
     """
     out: dict[str, Timed] = {}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         copy = copy_of(where, Path(tmp))
         try:
             resume = contreact_cmd(copy, "resume", run_id, "--cycles", "1", "-q", "--host", host)
-            out["resume --cycles 1"] = median_timed([timed(resume) for _ in range(repeats)])
+            out["resume --cycles 1"] = timed(resume)
             served = warm.served()
-            out[WARM_RESUME] = median_timed([timed(resume, env=warm.env()) for _ in range(repeats)])
-            if warm.served() != served + repeats:
+            out[WARM_RESUME] = timed(resume, env=warm.env())
+            if warm.served() != served + 1:
                 raise RuntimeError("the daemon did not start the warm resumes")
         finally:
             drop_copy(copy, where)
@@ -312,17 +323,86 @@ def median_over(times: dict[int, float], first: int, last: int) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def short_resume(
-    host: str, db_url: str | None, workdir: Path, num_ctx: int, warm: WarmDaemon
-) -> dict[str, Timed]:
-    """`resume --cycles 1` of a separate 10-cycle run, cold and warm: the figures' baselines."""
-    with bench_storage(db_url, prefix="contreact-long10-") as where:
-        config = write_yaml(
-            workdir / "ten.yaml",
-            run_config("ten", host, 10, where, model_options={"num_ctx": num_ctx}),
-        )
-        timed(contreact_cmd(where, "run", str(config), "-q"))
-        return measure_commands(where, "ten", workdir, warm, host, RESUME_REPEATS)
+def ten_cycles(host: str, where: BenchStorage, workdir: Path, num_ctx: int) -> None:
+    """A separate 10-cycle run, `ten`: the resume figures' baseline."""
+    config = write_yaml(
+        workdir / "ten.yaml",
+        run_config("ten", host, 10, where, model_options={"num_ctx": num_ctx}),
+    )
+    timed(contreact_cmd(where, "run", str(config), "-q"))
+
+
+def paired_resumes(
+    ten: BenchStorage, end: BenchStorage, run_id: str, workdir: Path, warm: WarmDaemon, host: str
+) -> tuple[dict[str, Timed], dict[str, Timed]]:
+    """`resume --cycles 1` at cycle 10 (run `ten`) and at the end, cold and warm, in turns.
+
+    Taken one after the other, the two would differ by what the machine did in between
+    (at the start of a run and an hour later, another process's load or none); in turns,
+    `RESUME_REPEATS` rounds alternating which goes first, each median sees the same
+    machine. Returns the medians at cycle 10 and at the end.
+    """
+    samples: dict[tuple[str, str], list[Timed]] = {}
+    for round_ in range(RESUME_REPEATS):
+        pair = [("ten", ten, "ten"), ("end", end, run_id)]
+        for label, where, run in pair if round_ % 2 == 0 else pair[::-1]:
+            with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+                copy = copy_of(where, Path(tmp))
+                try:
+                    resume = contreact_cmd(
+                        copy, "resume", run, "--cycles", "1", "-q", "--host", host
+                    )
+                    samples.setdefault((label, "resume --cycles 1"), []).append(timed(resume))
+                    served = warm.served()
+                    samples.setdefault((label, WARM_RESUME), []).append(
+                        timed(resume, env=warm.env())
+                    )
+                    if warm.served() != served + 1:
+                        raise RuntimeError("the daemon did not start the warm resume")
+                finally:
+                    drop_copy(copy, where)
+    medians = {key: median_timed(found) for key, found in samples.items()}
+    return (
+        {name: t for (label, name), t in medians.items() if label == "ten"},
+        {name: t for (label, name), t in medians.items() if label == "end"},
+    )
+
+
+@dataclass
+class Paired:
+    """Driver seconds per cycle of cycles resumed from two points of one run, in turns."""
+
+    early_cycle: int
+    late_cycle: int
+    early: list[float]
+    late: list[float]
+
+
+def paired_cycles(
+    early: BenchStorage, late: BenchStorage, marks: tuple[int, int], run_id: str, workdir: Path
+) -> Paired:
+    """`WINDOW` cycles resumed from `early` (the run at `marks[0]`) and from `late`, in turns.
+
+    The L1 figure compares the first tenth of a run with its last, driven minutes apart
+    (an hour on PostgreSQL): whatever else the machine did meanwhile is in it. Here the
+    same number of cycles is driven from a copy of the run as it was at the end of its
+    first tenth and from a copy as it is at the end, `PAIRED_ROUNDS` times in turns (which
+    goes first alternating), so both medians see the same machine. Each resume's first
+    cycle (its process start) is left out, as in L1.
+    """
+    found = Paired(marks[0], marks[1], [], [])
+    for round_ in range(PAIRED_ROUNDS):
+        pair = [(early, marks[0], found.early), (late, marks[1], found.late)]
+        for where, start, into in pair if round_ % 2 == 0 else pair[::-1]:
+            with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+                copy = copy_of(where, Path(tmp))
+                try:
+                    timed(contreact_cmd(copy, "resume", run_id, "--cycles", str(WINDOW), "-q"))
+                    times = driver_times(cycle_ends(copy, run_id), {start + 1})
+                    into.extend(t for c, t in times.items() if c > start)
+                finally:
+                    drop_copy(copy, where)
+    return found
 
 
 def main() -> None:
@@ -350,18 +430,19 @@ def main() -> None:
     run_id = "long"
     rows: list[Mark] = []
     starts: set[int] = set()
-    with SteadyStub() as stub, bench_storage(args.db_url) as where, WarmDaemon(workdir) as warm:
+    with contextlib.ExitStack() as stack:
+        stub = stack.enter_context(SteadyStub())
+        where = stack.enter_context(bench_storage(args.db_url))
+        warm = stack.enter_context(WarmDaemon(workdir))
         backend = "SQLite" if where.is_sqlite else "PostgreSQL"
         print(
             f"{cycles:,} steady cycles on {backend}, num_ctx {args.num_ctx}, marks {marks}",
             flush=True,
         )
-        ten = short_resume(stub.url, args.db_url, workdir, args.num_ctx, warm)
-        print(
-            f"resume --cycles 1 at cycle 10: {ten['resume --cycles 1'].seconds:.2f} s, "
-            f"started by the daemon {ten[WARM_RESUME].seconds:.2f} s",
-            flush=True,
-        )
+        ten_where = stack.enter_context(bench_storage(args.db_url, prefix="contreact-long10-"))
+        ten_cycles(stub.url, ten_where, workdir, args.num_ctx)
+        first_tenth = min(marks, key=lambda c: abs(c - cycles // 10))
+        early: BenchStorage | None = None
         config = write_yaml(
             workdir / "long.yaml",
             run_config(run_id, stub.url, marks[0], where, model_options={"num_ctx": args.num_ctx}),
@@ -378,8 +459,10 @@ def main() -> None:
                 )
             done = mark
             row = Mark(mark, database_bytes(where), driver.rss_mb)
-            repeats = RESUME_REPEATS if mark == marks[-1] else 1
-            row.commands = measure_commands(where, run_id, workdir, warm, stub.url, repeats)
+            row.commands = measure_commands(where, run_id, workdir, warm, stub.url)
+            if mark == first_tenth:
+                early = copy_of(where, workdir / "early")
+                stack.callback(drop_copy, early, where)
             rows.append(row)
             times = driver_times(cycle_ends(where, run_id), starts)
             print(
@@ -393,21 +476,25 @@ def main() -> None:
             shutil.copytree(where.data_dir, Path(args.keep), dirs_exist_ok=True)
         times = driver_times(cycle_ends(where, run_id), starts)
         filled = window_filled(where, run_id)
+        print("in turns: cycles from the first tenth and from the end; resumes at 10 and the end")
+        assert early is not None
+        paired = paired_cycles(early, where, (first_tenth, cycles), run_id, workdir)
+        ten, end = paired_resumes(ten_where, where, run_id, workdir, warm, stub.url)
+        rows[-1].commands.update(end)
     shutil.rmtree(workdir, ignore_errors=True)
-    show_results(rows, times, ten, cycles, args.json, filled)
+    show_results(rows, times, ten, cycles, args.json, filled, paired)
 
 
 def resumes_of(kept: Path, num_ctx: int) -> None:
     """L4, L4w and L4a alone, for a run kept by `--keep` (its cycles and figures are not redone)."""
     workdir = Path(tempfile.mkdtemp(prefix="contreact-long-"))
     where = BenchStorage(kept)
-    with SteadyStub() as stub, WarmDaemon(workdir) as warm:
-        end = Mark(0, 0, 0.0)
-        end.commands = measure_commands(where, "long", workdir, warm, stub.url, RESUME_REPEATS)
-        tens = short_resume(stub.url, None, workdir, num_ctx, warm)
+    with SteadyStub() as stub, WarmDaemon(workdir) as warm, bench_storage(None) as ten_where:
+        ten_cycles(stub.url, ten_where, workdir, num_ctx)
+        tens, ends = paired_resumes(ten_where, where, "long", workdir, warm, stub.url)
     shutil.rmtree(workdir, ignore_errors=True)
     for name, ten in tens.items():
-        at_end = end.commands[name]
+        at_end = ends[name]
         print(
             f"{name}: at cycle 10 {ten.seconds:.2f} s ({ten.cpu_s:.2f} CPU-s), at the end "
             f"{at_end.seconds:.2f} s ({at_end.cpu_s:.2f} CPU-s): "
@@ -428,6 +515,7 @@ def show_results(
     cycles: int,
     json_path: str | None,
     filled: int | None = None,
+    paired: Paired | None = None,
 ) -> None:
     """The table per mark and the figures."""
     by_cycle = {r.cycle: r for r in rows}
@@ -505,6 +593,19 @@ def show_results(
                 "x",
                 1.1,
                 note=f"{steady * 1e3:.1f} -> {last_t * 1e3:.1f} ms (medians)",
+            )
+        )
+    if paired is not None:
+        early, late = statistics.median(paired.early), statistics.median(paired.late)
+        figures.append(
+            Figure(
+                "L1p",
+                f"driver time/cycle resumed from cycle {paired.late_cycle:,} vs from "
+                f"{paired.early_cycle:,}, in turns ({PAIRED_ROUNDS} x {WINDOW} cycles each)",
+                late / early,
+                "x",
+                1.1,
+                note=f"{early * 1e3:.1f} -> {late * 1e3:.1f} ms (medians)",
             )
         )
     figures += [
