@@ -45,6 +45,9 @@ def serve(path: Path, idle: float | None = None) -> None:
 
     for module in PRELOAD:
         importlib.import_module(module)
+    from contreact.checkpoints.statements import compile_all
+
+    compiled = compile_all()
     started, served = time.time(), 0
     mine = fingerprint()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -78,7 +81,13 @@ def serve(path: Path, idle: float | None = None) -> None:
             if message is None:
                 conn.close()
             elif "status" in message:
-                info = {"pid": os.getpid(), "since": started, "served": served, "idle": idle}
+                info = {
+                    "pid": os.getpid(),
+                    "since": started,
+                    "served": served,
+                    "idle": idle,
+                    "compiled": compiled,
+                }
                 send(conn, {"status": info})
                 conn.close()
             elif "stop" in message:

@@ -80,6 +80,14 @@ def _similar_notes(count: int) -> Prepared:
 _LOOKUPS: dict[int, Prepared] = {}
 
 
+def lookup(count: int) -> Prepared:
+    """The look-up of notes indexed under any of `count` keys (one statement per count)."""
+    found = _LOOKUPS.get(count)
+    if found is None:
+        found = _LOOKUPS[count] = _similar_notes(count)
+    return found
+
+
 def similar_notes(
     conn: Tx, run_id: str, keys: Sequence[int], *, before: int, per_key: int
 ) -> list[Note]:
@@ -90,9 +98,7 @@ def similar_notes(
     """
     if not keys or per_key <= 0:
         return []
-    lookup = _LOOKUPS.get(len(keys))
-    if lookup is None:
-        lookup = _LOOKUPS[len(keys)] = _similar_notes(len(keys))
     params: dict[str, object] = {"run_id": run_id, "before": before, "per_key": per_key, "skip": 0}
     params.update({f"k{i}": key for i, key in enumerate(keys)})
-    return [Note(int(c), str(o or ""), str(r)) for c, o, r in lookup.rows(conn, params)]
+    rows = lookup(len(keys)).rows(conn, params)
+    return [Note(int(c), str(o or ""), str(r)) for c, o, r in rows]

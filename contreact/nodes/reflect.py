@@ -18,14 +18,24 @@ from contreact.checkpoints.cycles import CycleRecord, insert_cycle, recent_notes
 from contreact.checkpoints.events import CycleEnd, Event, RunEnd, Similarity
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.registry import complete_studio_run
-from contreact.checkpoints.similarity_index import insert_keys, similar_notes
+from contreact.checkpoints.similarity_index import insert_keys, lookup, similar_notes
 from contreact.checkpoints.transactions import Tx
 from contreact.graph.state import AgentState, Context, StateUpdate, fresh_cycle
 from contreact.nodes.hooks import extensions_of
 from contreact.nodes.reflection_format import Accepted, check_reflection, prose_of
-from contreact.nodes.similarity import EMBED_TIMEOUT_S, SimilarityReport, assess, index_keys
+from contreact.nodes.similarity import (
+    EMBED_TIMEOUT_S,
+    INDEX_BANDS,
+    SimilarityReport,
+    assess,
+    index_keys,
+)
 from contreact.nodes.step import engine_of, ledger_of, node, run_id_of
 from contreact.tools.memory import count_keys
+
+# Made now, not at a long run's first look-up: a resident process compiles every statement
+# made before it forks its commands (`statements.compile_all`).
+lookup(INDEX_BANDS)
 
 
 def _similarity(

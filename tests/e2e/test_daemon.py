@@ -103,6 +103,9 @@ def test_a_run_and_resume_started_by_the_daemon_are_those_of_fresh_processes(
         assert daemon.served() == 0
         warm = drive(backend, tmp_path, server, "warm", daemon.env)
     assert daemon.served() == 2
+    # It compiled its statements before forking (`statements.compile_all`).
+    answer = ask(daemon.socket, {"status": True})
+    assert answer is not None and answer["status"]["compiled"] >= 15
     for fresh, started in zip(cold, warm, strict=True):
         assert (fresh.returncode, started.returncode) == (0, 0), started.stderr
         assert timeless(started.stdout.replace("warm", "cold")) == timeless(fresh.stdout)
