@@ -54,6 +54,29 @@ def test_a_table_that_grew_is_analyzed_once_and_then_left_alone(
     assert refresh(engine) == []
 
 
+def test_the_threshold_is_the_tables_size_not_the_counters_since_a_reset(
+    postgres_backend: Backend,
+) -> None:
+    # A database made from a template (a copy of a run), or one whose statistics were
+    # reset, counts its rows from 0: 60 new rows in a table of 300 are not a table that grew.
+    engine = engine_for(postgres_backend.storage())
+    with engine.begin() as conn:
+        for cycle in range(1, 301):
+            insert_cycle(conn, "r", CycleRecord(cycle=cycle, reflection=f"note {cycle}"))
+    refreshed_within(engine, 10)
+    with engine.begin() as conn:
+        conn.execute(
+            text("SELECT pg_stat_reset_single_table_counters('contreact_cycles'::regclass)")
+        )
+    before = analyses(engine, "contreact_cycles")
+    with engine.begin() as conn:  # over 50, under 50 + 10 % of 300
+        for cycle in range(301, 361):
+            insert_cycle(conn, "r", CycleRecord(cycle=cycle, reflection=f"note {cycle}"))
+    time.sleep(1.5)
+    assert refresh(engine) == []
+    assert analyses(engine, "contreact_cycles") == before
+
+
 def test_statistics_are_kept_only_where_autovacuum_is_off(
     postgres_backend: Backend, sqlite_backend: Backend
 ) -> None:
