@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -72,6 +73,7 @@ def daemon(sqlite_backend: Backend) -> Iterator[Daemon]:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        shutil.rmtree(started.folder, ignore_errors=True)  # outside tmp_path: see `Daemon`
 
 
 Done = subprocess.CompletedProcess[str]
