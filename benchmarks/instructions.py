@@ -91,6 +91,10 @@ def _switch_off(name: str) -> dict[str, Any]:
         lineage.is_fork_point = lambda engine, cp: False  # type: ignore[assignment]
     elif name == "no_prompt_delta":  # what each LLM_INVOCATION logs of the prompt
         invoke.logged_messages = lambda *args: []  # type: ignore[assignment]
+    elif name == "no_statistics":  # PostgreSQL's statistics thread (timed in seconds: see below)
+        import contreact.checkpoints.statistics as statistics
+
+        statistics.autovacuum_is_off = lambda engine: False  # type: ignore[assignment]
     else:
         raise SystemExit(f"unknown ablation {name!r}; known: {', '.join(ABLATIONS)}")
     return {}
@@ -105,6 +109,8 @@ ABLATIONS = {
     "no_lineage": "no lineage wrapper per step",
     "no_fork_query": "no fork-point query per invocation",
     "no_prompt_delta": "no prompt delta in LLM_INVOCATION",
+    "no_statistics": "no statistics thread (PostgreSQL without autovacuum; it wakes every 15 s,"
+    " a hundred times as often per call under valgrind)",
 }
 """`--ablate`: contreact's `cycle` policy with one mechanism switched off (`_switch_off`)."""
 
