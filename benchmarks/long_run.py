@@ -59,10 +59,11 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from common import (
     MODEL,
@@ -79,6 +80,8 @@ from common import (
     steady_agent,
     write_yaml,
 )
+
+T = TypeVar("T")
 
 MARKS = (1, 100, 1_000, 5_000, 9_000, 10_000)
 NUM_CTX = 4096
@@ -287,6 +290,34 @@ def median_timed(samples: list[Timed]) -> Timed:
     return sorted(samples, key=lambda t: t.seconds)[len(samples) // 2]
 
 
+@contextlib.contextmanager
+def a_copy(where: BenchStorage, workdir: Path) -> Iterator[BenchStorage]:
+    """A copy of the storage (`copy_of`) for the duration of the block, then dropped."""
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        copy = copy_of(where, Path(tmp))
+        try:
+            yield copy
+        finally:
+            drop_copy(copy, where)
+
+
+def in_turns(sides: list[T], rounds: int) -> Iterator[T]:
+    """Each side once a round, which goes first alternating: both see the same machine."""
+    for round_ in range(rounds):
+        yield from sides if round_ % 2 == 0 else sides[::-1]
+
+
+def resumes(copy: BenchStorage, run_id: str, warm: WarmDaemon, host: str) -> dict[str, Timed]:
+    """`resume --cycles 1` in a fresh process, then started by the daemon (a cycle each)."""
+    resume = contreact_cmd(copy, "resume", run_id, "--cycles", "1", "-q", "--host", host)
+    out = {"resume --cycles 1": timed(resume)}
+    served = warm.served()
+    out[WARM_RESUME] = timed(resume, env=warm.env())
+    if warm.served() != served + 1:
+        raise RuntimeError("the daemon did not start the warm resume")
+    return out
+
+
 def measure_commands(
     where: BenchStorage,
     run_id: str,
@@ -299,18 +330,9 @@ def measure_commands(
     The resume is made on a copy, in a fresh process, then started by the daemon (one
     more cycle each). The figures' resumes at the end are `paired_resumes`.
     """
-    out: dict[str, Timed] = {}
+    with a_copy(where, workdir) as copy:
+        out = resumes(copy, run_id, warm, host)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        copy = copy_of(where, Path(tmp))
-        try:
-            resume = contreact_cmd(copy, "resume", run_id, "--cycles", "1", "-q", "--host", host)
-            out["resume --cycles 1"] = timed(resume)
-            served = warm.served()
-            out[WARM_RESUME] = timed(resume, env=warm.env())
-            if warm.served() != served + 1:
-                raise RuntimeError("the daemon did not start the warm resumes")
-        finally:
-            drop_copy(copy, where)
         out["show"] = timed(contreact_cmd(where, "show", run_id))
         out["report"] = timed(
             contreact_cmd(where, "report", run_id, "--lexical", "--out", f"{tmp}/report")
@@ -356,24 +378,10 @@ def paired_resumes(
     machine. Returns the medians at cycle 10 and at the end.
     """
     samples: dict[tuple[str, str], list[Timed]] = {}
-    for round_ in range(RESUME_REPEATS):
-        pair = [("ten", ten, "ten"), ("end", end, run_id)]
-        for label, where, run in pair if round_ % 2 == 0 else pair[::-1]:
-            with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-                copy = copy_of(where, Path(tmp))
-                try:
-                    resume = contreact_cmd(
-                        copy, "resume", run, "--cycles", "1", "-q", "--host", host
-                    )
-                    samples.setdefault((label, "resume --cycles 1"), []).append(timed(resume))
-                    served = warm.served()
-                    samples.setdefault((label, WARM_RESUME), []).append(
-                        timed(resume, env=warm.env())
-                    )
-                    if warm.served() != served + 1:
-                        raise RuntimeError("the daemon did not start the warm resume")
-                finally:
-                    drop_copy(copy, where)
+    for label, where, run in in_turns([("ten", ten, "ten"), ("end", end, run_id)], RESUME_REPEATS):
+        with a_copy(where, workdir) as copy:
+            for name, took in resumes(copy, run, warm, host).items():
+                samples.setdefault((label, name), []).append(took)
     medians = {key: median_timed(found) for key, found in samples.items()}
     return (
         {name: t for (label, name), t in medians.items() if label == "ten"},
@@ -404,17 +412,12 @@ def paired_cycles(
     cycle (its process start) is left out, as in L1.
     """
     found = Paired(marks[0], marks[1], [], [])
-    for round_ in range(PAIRED_ROUNDS):
-        pair = [(early, marks[0], found.early), (late, marks[1], found.late)]
-        for where, start, into in pair if round_ % 2 == 0 else pair[::-1]:
-            with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-                copy = copy_of(where, Path(tmp))
-                try:
-                    timed(contreact_cmd(copy, "resume", run_id, "--cycles", str(WINDOW), "-q"))
-                    times = driver_times(cycle_ends(copy, run_id), {start + 1})
-                    into.extend(t for c, t in times.items() if c > start)
-                finally:
-                    drop_copy(copy, where)
+    sides = [(early, marks[0], found.early), (late, marks[1], found.late)]
+    for where, start, into in in_turns(sides, PAIRED_ROUNDS):
+        with a_copy(where, workdir) as copy:
+            timed(contreact_cmd(copy, "resume", run_id, "--cycles", str(WINDOW), "-q"))
+            times = driver_times(cycle_ends(copy, run_id), {start + 1})
+            into.extend(t for c, t in times.items() if c > start)
     return found
 
 
