@@ -41,7 +41,7 @@ def one_call() -> tuple[float, str]:
     """Seconds from the request to the timeout error, and the error's line."""
     from langchain_core.messages import HumanMessage
 
-    from contreact.nodes.ollama_client import ModelCallError, chat_client, within_deadline
+    from contreact.ollama.client import ModelCallError, chat_client, within_deadline
 
     with StubServer().start() as stub:
         stub.add_faults(DRIP)

@@ -37,7 +37,7 @@ from common import (
     steady_scenario,
 )
 
-from contreact.runner import SilentProgress
+from contreact.engine.outcome import SilentProgress
 
 
 @dataclass
@@ -70,7 +70,7 @@ def main() -> None:
         run_id = f"cost-{uuid.uuid4().hex[:6]}"
         with StubProcess(steady_scenario(cycles), workdir) as stub:
             from contreact.config import parse_config
-            from contreact.runner import start_run
+            from contreact.engine.runner import start_run
 
             progress = CycleStamps()
             config = parse_config(run_config(run_id, stub.url, cycles, where), "benchmark")

@@ -83,7 +83,9 @@ def run_child(cmd: list[str]) -> tuple[float, list[tuple[float, float]], int, st
 def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     cycles = 5 if args.quick else 20
-    imports_peak, _, rc, err = run_child([PYTHON, "-c", "import contreact.cli, contreact.runner"])
+    imports_peak, _, rc, err = run_child(
+        [PYTHON, "-c", "import contreact.cli, contreact.engine.runner"]
+    )
     if rc != 0:
         raise RuntimeError(f"import-only child failed: {err}")
     with bench_storage(args.db_url) as where, StampedStub(SimulatedAgent(seed=3)) as stub:
@@ -105,7 +107,7 @@ def main() -> None:
     print_table(
         ["process", "peak RSS MB", "RSS at model call 1 / 25% / 50% / 75% / last, MB"],
         [
-            ["python -c 'import contreact.cli, contreact.runner'", imports_peak, "-"],
+            ["python -c 'import contreact.cli, contreact.engine.runner'", imports_peak, "-"],
             [
                 f"contreact run, {cycles} cycles ({steps} model calls, {duration:.1f} s)",
                 peak,

@@ -10,7 +10,7 @@ process, so its CPU work does not compete for this interpreter's GIL) over real 
 playing the same constant-work script (each cycle: ``write note``, ``read note``, final
 answer: three model calls). Both send the same system prompt, the same previous-
 reflections section, the same six tool schemas and the same model options. contreact
-runs in this process through ``contreact.runner.start_run`` on a real SQLite database
+runs in this process through ``contreact.engine.runner.start_run`` on a real SQLite database
 (or PostgreSQL with ``--db-url``) with its defaults: ``durability="sync"``, journaled
 model and tool calls, the event log, the similarity monitor. The number of model calls
 is checked to be equal for both loops.
@@ -67,7 +67,7 @@ from common import (
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 
-from contreact.runner import SilentProgress
+from contreact.engine.outcome import SilentProgress
 
 
 class State(TypedDict):
@@ -191,7 +191,7 @@ def contreact_loop(
         Wall and CPU clock readings at the end of each cycle.
     """
     from contreact.config import parse_config
-    from contreact.runner import start_run
+    from contreact.engine.runner import start_run
 
     clock = clock or CycleClock()
     run_id = f"overhead-{uuid.uuid4().hex[:8]}"
@@ -326,7 +326,7 @@ def in_memory_checkpointer() -> AbstractContextManager[None]:
     """Swap the runner's checkpointer for LangGraph's `InMemorySaver`."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    import contreact.runner as runner
+    import contreact.engine.runner as runner
 
     @contextmanager
     def open_saver(storage: Any) -> Iterator[Any]:
@@ -337,7 +337,7 @@ def in_memory_checkpointer() -> AbstractContextManager[None]:
 
 def durability(mode: str) -> AbstractContextManager[None]:
     """Make the runner stream with another `durability` than its ``"sync"``."""
-    import contreact.runner as runner
+    import contreact.engine.runner as runner
 
     original = runner.builder
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from contreact.nodes.toolcalls import FinalAnswer, NoAnswer, Parsed, ToolCalls, parse_response
+from contreact.text.toolcalls import FinalAnswer, NoAnswer, Parsed, ToolCalls, parse_response
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "toolcall_dialects.yaml"
 

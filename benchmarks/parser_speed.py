@@ -12,7 +12,7 @@ import argparse
 import statistics
 import time
 
-from contreact.nodes.toolcalls import parse_response
+from contreact.text.toolcalls import parse_response
 from contreact.tools.registry import PARAMETER_SCHEMAS
 
 

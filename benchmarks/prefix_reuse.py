@@ -131,7 +131,7 @@ def mean_of(items: list[Reuse], attr: str) -> float:
 def run_agent(agent: Any, where: BenchStorage, cycles: int, **extra: Any) -> list[dict[str, Any]]:
     """Run contreact against an in-process stub answering with ``agent``; return its requests."""
     from contreact.config import parse_config
-    from contreact.runner import start_run
+    from contreact.engine.runner import start_run
 
     with StubServer(agent).start() as stub:
         run_id = f"prefix-{uuid.uuid4().hex[:6]}"

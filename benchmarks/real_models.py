@@ -35,8 +35,8 @@ from contreact.checkpoints.events import read_events
 from contreact.checkpoints.storage import resolve_storage
 from contreact.cli.runs import real_demo_settings
 from contreact.nodes.prompts import system_text
-from contreact.nodes.toolcalls import FinalAnswer, ToolCalls, parse_response
 from contreact.stub.real import SHIPPED_MODELS, build_real_server
+from contreact.text.toolcalls import FinalAnswer, ToolCalls, parse_response
 from contreact.tools.registry import MEMORY_TOOLS, PARAMETER_SCHEMAS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,7 +2,7 @@
 
 What it measures: how long a researcher waits, after a crash at cycle 200, between
 resuming the run and the model being asked again. The figure with the target (<= 0.5 s)
-is the in-process time from calling ``contreact.runner.resume_run`` until the first
+is the in-process time from calling ``contreact.engine.runner.resume_run`` until the first
 ``/api/chat`` request reaches the stub, in a fresh process whose modules are already
 imported (so it covers opening the database, the registry, rebuilding the JSONL log,
 opening the checkpointer, compiling the graph, loading the checkpoint, assembling the
@@ -170,7 +170,7 @@ def child(argv: list[str]) -> None:
     p.add_argument("--profile", action="store_true")
     args = p.parse_args(argv)
     from contreact.checkpoints.storage import resolve_storage
-    from contreact.runner import resume_run
+    from contreact.engine.runner import resume_run
 
     storage = resolve_storage(args.data_dir, args.child_db_url)
     timers = None

@@ -49,8 +49,8 @@ RULES: list[tuple[str, str, str | None]] = [
     ("node logic (nodes/*)", "/nodes/", None),
     ("LangGraph/LangChain machinery", "langgraph/", None),
     ("LangGraph/LangChain machinery", "langchain_core/", None),
-    ("runner / progress", "/contreact/runner.py", None),
-    ("runner / progress", "/contreact/progress.py", None),
+    ("runner / progress", "/contreact/engine/runner.py", None),
+    ("runner / progress", "/contreact/cli/progress.py", None),
     ("benchmark harness", "/benchmarks/", None),
 ]
 """(category, path fragment, function name or None), highest priority first."""

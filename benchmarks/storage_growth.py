@@ -50,7 +50,7 @@ from common import (
     run_config,
 )
 
-from contreact.runner import SilentProgress
+from contreact.engine.outcome import SilentProgress
 
 CHECKPOINT_TABLES = ("checkpoints", "writes", "checkpoint_blobs", "checkpoint_writes")
 
@@ -217,7 +217,7 @@ def main() -> None:
         run_id = f"growth-{uuid.uuid4().hex[:6]}"
         with StubProcess(constant_work_scenario(cycles), workdir) as stub:
             from contreact.config import parse_config
-            from contreact.runner import start_run
+            from contreact.engine.runner import start_run
 
             progress = SnapshotProgress(Measurer(where, run_id))
             config = parse_config(run_config(run_id, stub.url, cycles, where), "benchmark")

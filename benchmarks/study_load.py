@@ -22,7 +22,7 @@ from contreact.analysis.export import export_tables
 from contreact.analysis.runs import select_runs
 from contreact.checkpoints.engines import engine_for
 from contreact.config import parse_config
-from contreact.runner import start_run
+from contreact.engine.runner import start_run
 from contreact.stub import StubServer
 
 

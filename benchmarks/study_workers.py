@@ -39,12 +39,12 @@ from typing import Any
 
 from common import Figure, bench_storage, child_env, parser, print_table, report, write_yaml
 
-from contreact.batch import load_batch
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import dispose_engines, engine_for
 from contreact.checkpoints.events import read_events
 from contreact.checkpoints.storage import resolve_storage
 from contreact.stub import StubServer
+from contreact.studies.batch import load_batch
 from contreact.tools.memory import memory_snapshot
 
 MODELS = ["llama3.1:8b", "qwen3:8b", "mistral-nemo:12b", "gemma3:12b"]

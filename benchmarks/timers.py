@@ -90,10 +90,10 @@ TARGETS: list[tuple[str, str, str, str]] = [
 """What to time in a step. Missing modules or attributes are skipped (the engine evolves)."""
 
 RESUME_TARGETS: list[tuple[str, str, str, str]] = [
-    ("database engine (engine_for)", "contreact.runner", "engine_for", ""),
-    ("registry read (get_run)", "contreact.runner", "get_run", ""),
-    ("stored config (config_of)", "contreact.runner", "config_of", ""),
-    ("JSONL log synced with the database (sync_log)", "contreact.runner", "sync_log", ""),
+    ("database engine (engine_for)", "contreact.engine.runner", "engine_for", ""),
+    ("registry read (get_run)", "contreact.engine.runner", "get_run", ""),
+    ("stored config (config_of)", "contreact.engine.runner", "config_of", ""),
+    ("JSONL log synced with the database (sync_log)", "contreact.engine.runner", "sync_log", ""),
     (
         "SQLite connection for the saver (connect_sqlite)",
         "contreact.checkpoints.saver",
@@ -122,7 +122,7 @@ RESUME_TARGETS: list[tuple[str, str, str, str]] = [
     ("fork test (nodes.step.lineage_of)", "contreact.nodes.step", "lineage_of", ""),
     ("graph compilation (StateGraph.compile)", "langgraph.graph.state", "StateGraph.compile", ""),
     ("checkpoint load (Pregel.get_state)", "langgraph.pregel.main", "Pregel.get_state", ""),
-    ("registry update (set_status)", "contreact.runner", "set_status", ""),
+    ("registry update (set_status)", "contreact.engine.runner", "set_status", ""),
     ("earlier reflections (reflections)", "contreact.nodes.invoke", "reflections", ""),
     ("prompt build (build_prompt)", "contreact.nodes.invoke", "build_prompt", ""),
     ("ChatOllama client creation (chat_client)", "contreact.nodes.invoke", "chat_client", ""),

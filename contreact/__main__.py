@@ -1,5 +1,5 @@
-"""`python -m contreact` runs the command line (started warm when a daemon serves, `launch`)."""
+"""`python -m contreact` runs the command line, as the `contreact` console script does."""
 
-from contreact.launch import main
+from contreact.cli import main
 
 main()

@@ -33,10 +33,10 @@ from pydantic import (
 )
 
 from contreact.checkpoints.run_record import check_run_id
-from contreact.host_credentials import hide_credentials, remember, split_credentials
-from contreact.nodes.reflection_format import schema_problems
-from contreact.ollama_options import check_model_options
+from contreact.ollama.credentials import hide_credentials, remember, split_credentials
+from contreact.ollama.options import check_model_options
 from contreact.text.messages import cut
+from contreact.text.reflection_format import schema_problems
 
 ToolMode = Literal["auto", "native", "text", "constrained"]
 """`auto`: the model's capabilities (`/api/show`) decide between native and text tools;
@@ -60,7 +60,7 @@ def resolve_host(value: str | None) -> str:
     `:PORT` alone as 127.0.0.1, brackets IPv6 addresses and keeps a path prefix (a proxy).
     Every place that reaches Ollama (run, resume, doctor, batch, chat) resolves through here.
     A `user:password@` is taken out and remembered for this process only (sent as Basic
-    auth, never recorded: `contreact.host_credentials`).
+    auth, never recorded: `contreact.ollama.credentials`).
     """
     text, credentials = split_credentials(value or "")
     port = DEFAULT_OLLAMA_PORT

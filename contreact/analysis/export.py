@@ -22,7 +22,7 @@ from contreact.analysis.metrics import cycle_table
 from contreact.analysis.runs import AnalysisInputError
 from contreact.checkpoints.events import iter_events
 from contreact.checkpoints.registry import RunRecord, get_run
-from contreact.terminal_text import visible
+from contreact.text.terminal import visible
 
 FORMATS = ("jsonl", "csv")
 TABLE_FORMATS = ("parquet", "csv", "jsonl")
@@ -109,7 +109,7 @@ def export_tables(
         AnalysisInputError: Unknown format.
         MissingExtraError: `parquet` without pandas and pyarrow.
     """
-    from contreact.analysis.study import TABLES, columns, frame, require_pandas, study_rows
+    from contreact.analysis.frames import TABLES, columns, frame, require_pandas, study_rows
 
     if fmt not in TABLE_FORMATS:
         raise AnalysisInputError(

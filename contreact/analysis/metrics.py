@@ -22,7 +22,7 @@ from contreact.analysis.runs import events_of_type
 from contreact.checkpoints.cycles import CycleRecord, cycle_records
 from contreact.checkpoints.events import LlmInvocation
 from contreact.checkpoints.registry import RunRecord
-from contreact.server_numbers import number_or_zero
+from contreact.ollama.server_numbers import number_or_zero
 from contreact.tools.registry import MEMORY_TOOLS, OPERATOR_TOOL
 
 TABLE1: tuple[tuple[str, str], ...] = (

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, create_engine, event
 
 from contreact.checkpoints.schema import ensure_schema
 from contreact.checkpoints.sqlite_file import (
-    SQLITE_BUSY_TIMEOUT_MS,
+    busy_timeout_ms,
     prepare_sqlite_file,
     truncate_wal,
     tune_sqlite,
@@ -29,7 +29,7 @@ _engines_lock = threading.Lock()
 def fault_of(storage: Storage, exc: BaseException) -> StorageFault | None:
     """`exc` as a one-line storage fault naming this storage's file, or None."""
     where = str(storage.sqlite_path) if storage.is_sqlite else storage.shown_url
-    fault = storage_fault(exc, where, SQLITE_BUSY_TIMEOUT_MS / 1000)
+    fault = storage_fault(exc, where, busy_timeout_ms() / 1000)
     return None if fault is None else StorageFault(storage.redact(str(fault)))
 
 
@@ -43,7 +43,7 @@ def engine_for(storage: Storage) -> Engine:
             prepare_sqlite_file(storage.sqlite_path)
             engine = create_engine(
                 storage.url,
-                connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+                connect_args={"check_same_thread": False, "timeout": busy_timeout_ms() / 1000},
             )
             event.listen(engine, "connect", tune_sqlite)
         else:

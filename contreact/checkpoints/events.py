@@ -170,7 +170,7 @@ class LlmInvocation(Payload):
     done_reason: str | None = None
     dropped_fields: list[str] = field(default_factory=list)
     """The server's counts and durations that were refused as numbers (huge, negative,
-    NaN, not a number) and recorded as absent (see `contreact.server_numbers`)."""
+    NaN, not a number) and recorded as absent (see `contreact.ollama.server_numbers`)."""
     flags: list[str] = field(default_factory=list)
     """What is wrong with the answer as text: `truncated` (`done_reason: length`),
     `invented_turn` (it wrote a turn that is not the model's; see `nodes.answer_health`)."""

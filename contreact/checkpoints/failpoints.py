@@ -3,17 +3,26 @@
 A real `kill -9` at a random moment rarely lands in the narrow windows that matter (a
 side effect committed, its checkpoint not yet written). A failpoint sends the process
 SIGKILL at exactly such a named moment, so the crash tests can prove every window
-recovers. With the variable unset (always, outside tests) each check is one set lookup.
+recovers. With the variable unset (always, outside tests) each check is a dictionary lookup.
+The variables are read when checked, not when imported: a process forked from a server
+that imported this module long before still obeys the environment it was given.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from functools import lru_cache
 
-_ARMED = frozenset(
-    p.strip() for p in os.environ.get("CONTREACT_FAILPOINTS", "").split(",") if p.strip()
-)
+
+@lru_cache(maxsize=4)
+def _parsed(value: str) -> frozenset[str]:
+    return frozenset(p.strip() for p in value.split(",") if p.strip())
+
+
+def armed() -> frozenset[str]:
+    """The failpoints `CONTREACT_FAILPOINTS` names now."""
+    return _parsed(os.environ.get("CONTREACT_FAILPOINTS", ""))
 
 
 def failpoint(name: str) -> None:
@@ -23,13 +32,13 @@ def failpoint(name: str) -> None:
     that kills something else at that moment: the worker driving this process, say,
     while a tool's effect is done and not yet committed.
     """
-    if name in _ARMED:
+    active = armed()
+    if not active:
+        return
+    if name in active:
         os.kill(os.getpid(), signal.SIGKILL)
-    if _ARMED and f"stop:{name}" in _ARMED:
+    if f"stop:{name}" in active:
         os.kill(os.getpid(), signal.SIGSTOP)
-
-
-_TALLY_FILE = os.environ.get("CONTREACT_TALLY_FILE", "")
 
 
 def tally(name: str) -> None:
@@ -38,6 +47,7 @@ def tally(name: str) -> None:
     The crash tests compare how often tools really ran across kills and resumes with an
     uninterrupted run: a replayed step must not run its tool again.
     """
-    if _TALLY_FILE:
-        with open(_TALLY_FILE, "a", encoding="utf-8") as fh:
+    tally_file = os.environ.get("CONTREACT_TALLY_FILE", "")
+    if tally_file:
+        with open(tally_file, "a", encoding="utf-8") as fh:
             fh.write(name + "\n")

@@ -24,14 +24,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from contreact.checkpoints.sqlite_file import (
-    SQLITE_BUSY_TIMEOUT_MS,
-    SQLITE_PRAGMAS,
+    busy_timeout_ms,
     prepare_sqlite_file,
+    sqlite_pragmas,
     truncate_wal,
 )
 from contreact.checkpoints.storage import Storage
 
-ALLOWED_TYPES = [("contreact.nodes.ollama_client", "ModelCallError")]
+ALLOWED_TYPES = [("contreact.ollama.client", "ModelCallError")]
 """Our own types LangGraph may find in a checkpoint: a failed model call is stored as the
 node's error write, and read back when the run is resumed. Everything else we checkpoint
 is plain data or LangChain messages, which LangGraph's serializer allows by itself."""
@@ -117,10 +117,8 @@ def connect_sqlite(storage: Storage) -> sqlite3.Connection:
     """A SQLite connection tuned like the SQLAlchemy engine's (WAL, busy timeout)."""
     path = storage.sqlite_path
     prepare_sqlite_file(path)
-    conn = sqlite3.connect(
-        str(path), check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
-    )
-    for pragma in SQLITE_PRAGMAS:
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=busy_timeout_ms() / 1000)
+    for pragma in sqlite_pragmas():
         conn.execute(pragma)
     return conn
 

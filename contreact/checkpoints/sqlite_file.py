@@ -17,9 +17,15 @@ from typing import Any
 from contreact.checkpoints.private_files import private_dir, touch_private
 from contreact.checkpoints.storage_faults import StorageFault, check_sqlite_file
 
-SQLITE_BUSY_TIMEOUT_MS = int(os.environ.get("CONTREACT_SQLITE_BUSY_TIMEOUT_MS") or 30_000)
-"""How long a write waits for a SQLite file another process holds locked before it fails
-(with one line naming the file); the environment variable shortens it for tests."""
+
+def busy_timeout_ms() -> int:
+    """How long a write waits for a SQLite file another process holds locked, in ms.
+
+    Past it the write fails with one line naming the file; `CONTREACT_SQLITE_BUSY_TIMEOUT_MS`
+    shortens it for tests. Read when a connection is made, not at import: a process forked
+    from a server that imported this module still obeys the environment it was given.
+    """
+    return int(os.environ.get("CONTREACT_SQLITE_BUSY_TIMEOUT_MS") or 30_000)
 
 
 WAL_KEPT_BYTES = 1 << 20
@@ -27,18 +33,22 @@ WAL_KEPT_BYTES = 1 << 20
 (`journal_size_limit`): without a limit SQLite reuses the file at the largest size it
 ever reached, up to the 1,000 pages of its automatic checkpoint (8 MB here)."""
 
-SQLITE_PRAGMAS = (
-    "PRAGMA journal_mode=WAL",
-    f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
-    "PRAGMA synchronous=NORMAL",
-    f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}",
-)
-"""Every SQLite connection contreact opens (SQLAlchemy, the CLI's saver, Studio's saver).
 
-WAL lets readers (status, Studio) run beside a writer; the busy timeout turns short lock
-waits between concurrent runs into waits instead of errors; synchronous=NORMAL in WAL
-survives kill -9 (only power loss can drop the tail); the size limit trims a log that a
-checkpoint emptied (see `WAL_KEPT_BYTES`)."""
+def sqlite_pragmas() -> tuple[str, ...]:
+    """The pragmas of every SQLite connection contreact opens (SQLAlchemy, the savers).
+
+    WAL lets readers (status, Studio) run beside a writer; the busy timeout turns short lock
+    waits between concurrent runs into waits instead of errors; synchronous=NORMAL in WAL
+    survives kill -9 (only power loss can drop the tail); the size limit trims a log that a
+    checkpoint emptied (see `WAL_KEPT_BYTES`).
+    """
+    return (
+        "PRAGMA journal_mode=WAL",
+        f"PRAGMA busy_timeout={busy_timeout_ms()}",
+        "PRAGMA synchronous=NORMAL",
+        f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}",
+    )
+
 
 CLOSING_BUSY_TIMEOUT_MS = 200
 """How long the closing checkpoint waits for another process's reader or writer before
@@ -63,9 +73,9 @@ def truncate_wal(conn: sqlite3.Connection) -> bool:
 
 
 def tune_sqlite(dbapi_conn: Any, _record: Any) -> None:
-    """Run `SQLITE_PRAGMAS` on a new DBAPI connection (a SQLAlchemy `connect` listener)."""
+    """Run `sqlite_pragmas()` on a new DBAPI connection (a SQLAlchemy `connect` listener)."""
     cur = dbapi_conn.cursor()
-    for pragma in SQLITE_PRAGMAS:
+    for pragma in sqlite_pragmas():
         cur.execute(pragma)
     cur.close()
 

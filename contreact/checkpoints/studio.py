@@ -48,7 +48,7 @@ from contreact.checkpoints.registry import (
     set_status,
 )
 from contreact.checkpoints.saver import ShortVersions, serializer
-from contreact.checkpoints.sqlite_file import SQLITE_BUSY_TIMEOUT_MS, SQLITE_PRAGMAS
+from contreact.checkpoints.sqlite_file import busy_timeout_ms, sqlite_pragmas
 from contreact.checkpoints.storage import Storage, resolve_storage
 
 log = logging.getLogger("contreact.studio")
@@ -139,11 +139,11 @@ async def open_async_saver(storage: Storage) -> AsyncIterator[BaseCheckpointSave
     if storage.is_sqlite:
         import aiosqlite
 
-        # The same tuning as every other connection (checkpoints.sqlite_file.SQLITE_PRAGMAS).
+        # The same tuning as every other connection (checkpoints.sqlite_file.sqlite_pragmas).
         async with aiosqlite.connect(
-            str(storage.sqlite_path), timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
+            str(storage.sqlite_path), timeout=busy_timeout_ms() / 1000
         ) as conn:
-            for pragma in SQLITE_PRAGMAS:
+            for pragma in sqlite_pragmas():
                 await conn.execute(pragma)
             sqlite_saver = StudioSqliteSaver(conn, registry=registry)
             await sqlite_saver.setup()

@@ -11,7 +11,6 @@ import signal
 from contreact.cli import (  # noqa: F401 - each module registers its commands
     batch,
     chat,
-    daemon,
     delete,
     graph,
     operator,

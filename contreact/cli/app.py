@@ -25,13 +25,13 @@ import typer
 from rich.console import Console
 
 from contreact.errors import LINE_LIMIT, detail
-from contreact.terminal_text import visible
 from contreact.text.messages import cut
+from contreact.text.terminal import visible
 
 if TYPE_CHECKING:
     from contreact.checkpoints.storage import Storage
     from contreact.checkpoints.storage_faults import StorageFault
-    from contreact.runner import RunOutcome
+    from contreact.engine.outcome import RunOutcome
 
 app = typer.Typer(
     name="contreact",
@@ -349,7 +349,7 @@ def die_with_parent() -> None:
     """In a batch's or worker's run process: be killed when that process dies, never orphaned.
 
     A process it started itself gets the kernel's parent-death signal (Linux). A process
-    forked by its fork server (`contreact.run_process`) has the server as its parent, and
+    forked by its fork server (`contreact.studies.fork_server`) has the server as its parent, and
     the server lives as long as any process it forked: this one watches the batch process
     itself instead (a pidfd becomes readable when that process exits).
     """

@@ -2,7 +2,7 @@
 
 While the batch runs, a terminal shows a live table (run, model, cycle i/N, step, status,
 tokens/s, ETA); a pipe or a log file gets one plain line per cycle per run. Progress is
-read from the database (`contreact.batch_watch`), which is also how `batch --status NAME`
+read from the database (`contreact.studies.status`), which is also how `batch --status NAME`
 shows a batch that runs elsewhere. With `--json`, stdout holds only the summary document
 and the progress lines go to stderr.
 """
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from contreact.batch_watch import BatchWatch, CycleDone
+    from contreact.studies.status import BatchWatch, CycleDone
 
 LIVE_COLUMNS = ["run", "model", "cycle", "step", "status", "tok/s", "ETA"]
 STATUS_COLUMNS = [
@@ -43,7 +43,7 @@ POLL_S = 0.5
 
 
 def _live_rows(watch: BatchWatch) -> list[list[str]]:
-    from contreact.batch_watch import duration
+    from contreact.studies.status import duration
 
     now = time.time()
     rows = []
@@ -68,7 +68,7 @@ def _live_table(watch: BatchWatch) -> Table:
 
 def cycle_line(done: CycleDone) -> str:
     """The plain line for a finished cycle."""
-    from contreact.batch_watch import duration
+    from contreact.studies.status import duration
 
     rate = "" if done.tokens_per_s is None else f" · {done.tokens_per_s:.1f} tok/s"
     return (
@@ -146,8 +146,8 @@ def _summary(results: list[Any]) -> None:
 
 
 def _status(name: str, as_json: bool) -> None:
-    from contreact.batch_watch import BatchWatch
     from contreact.checkpoints.engines import engine_for
+    from contreact.studies.status import BatchWatch
 
     watch = BatchWatch.of_batch(engine_for(storage()), name)
     if not watch.views:
@@ -224,10 +224,10 @@ def batch(
         return
     if config is None:
         raise BadInputError("give a batch CONFIG to run, or --status NAME to look at one")
-    from contreact.batch import BatchRunner, load_batch, preflight
-    from contreact.batch_watch import BatchWatch
     from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.registry import record_plan
+    from contreact.studies.batch import BatchRunner, load_batch, preflight
+    from contreact.studies.status import BatchWatch
 
     spec = load_batch(config)
     if parallel is not None and parallel < 1:
@@ -251,7 +251,7 @@ def batch(
     queue = None
     if not where.is_sqlite:
         from contreact.errors import detail
-        from contreact.study_queue import StudyQueue, prepare
+        from contreact.studies.queue import StudyQueue, prepare
 
         try:
             prepare(where)
@@ -321,7 +321,7 @@ def worker(
             "`contreact batch CONFIG` drives a study on this machine)"
         )
     from contreact.checkpoints.fencing import worker_name
-    from contreact.study_queue import StudyQueue, prepare
+    from contreact.studies.queue import StudyQueue, prepare
 
     prepare(where)
 

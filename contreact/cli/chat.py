@@ -18,15 +18,15 @@ from rich.markup import escape
 from contreact.cli.app import BadInputError, command, finish, out, storage
 
 if TYPE_CHECKING:
-    from contreact.progress import LineProgress
-    from contreact.runner import RunOutcome
+    from contreact.cli.progress import LineProgress
+    from contreact.engine.outcome import RunOutcome
 
 EXIT_WORDS = frozenset({"exit", "quit", ":q", "/exit", "/quit"})
 
 
 def chat_progress(quiet: bool) -> LineProgress:
     """A progress that shows tool calls briefly and the agent's answer as a chat line."""
-    from contreact.progress import LineProgress
+    from contreact.cli.progress import LineProgress
 
     class ChatProgress(LineProgress):
         def started(self, record: Any, state: Any, resumed: bool) -> None:
@@ -77,7 +77,7 @@ def chat(
     """Chat with a tasked agent; `exit`, Ctrl-D or Ctrl-C leave, `--resume` continues later."""
     from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.registry import get_run
-    from contreact.runner import resume_run, start_run
+    from contreact.engine.runner import resume_run, start_run
 
     where = storage()
     progress = chat_progress(quiet)

@@ -39,7 +39,7 @@ def delete(
             "stop it first (Ctrl-C or kill), then delete it"
         ) from None
     if not where.is_sqlite:
-        from contreact.study_queue import unqueue
+        from contreact.studies.queue import unqueue
 
         unqueue(where, run_id)  # a queued job would start the deleted run again
     rows = sum(deleted.rows.values())

@@ -20,7 +20,7 @@ def operator(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List the agents' messages waiting for the operator, in all runs."""
-    from contreact.runner import pending_operator_messages
+    from contreact.engine.inbox import pending_operator_messages
 
     pending = pending_operator_messages(storage())
     if as_json:
@@ -44,8 +44,8 @@ def reply(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Answer the message RUN is waiting on; the run continues (until done or the next message)."""
-    from contreact.progress import LineProgress
-    from contreact.runner import resume_run
+    from contreact.cli.progress import LineProgress
+    from contreact.engine.runner import resume_run
 
     progress = LineProgress(quiet=quiet)
     outcome = resume_run(

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from contreact.cli.app import out
-from contreact.terminal_text import visible
+from contreact.text.terminal import visible
 
 
 def cell(value: Any) -> str:

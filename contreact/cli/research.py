@@ -88,7 +88,7 @@ def pei(
     from contreact.analysis.pei.self_rating import self_vs_cross
     from contreact.analysis.runs import select_runs
     from contreact.checkpoints.engines import engine_for
-    from contreact.evaluate import ask_evaluator
+    from contreact.engine.evaluator import ask_evaluator
 
     def manual() -> None:
         args = list(runs or [])

@@ -22,8 +22,8 @@ from contreact.cli.app import (
     storage,
 )
 from contreact.cli.output import emit_json, emit_table
-from contreact.server_numbers import number
-from contreact.terminal_text import visible
+from contreact.ollama.server_numbers import number
+from contreact.text.terminal import visible
 
 if TYPE_CHECKING:
     from contreact.checkpoints.run_record import RunRecord
@@ -44,8 +44,8 @@ def run(
     ] = False,
 ) -> None:
     """Start a new run from CONFIG."""
+    from contreact.cli.progress import LineProgress
     from contreact.config import load_config
-    from contreact.progress import LineProgress
 
     cfg = load_config(config, {"model": model, "cycles": cycles, "run_id": run_id, "host": host})
     _refuse_existing(cfg.storage.data_dir, cfg.storage.url, cfg.run_id)
@@ -54,7 +54,7 @@ def run(
     # second or so); start_run checks the run id again, under the registry's key.
     progress.announce(cfg.run_id, cfg.model)
     where = storage(cfg.storage.data_dir, cfg.storage.url)
-    from contreact.runner import start_run
+    from contreact.engine.runner import start_run
 
     finish(start_run(cfg, where, progress=progress, ask_operator=progress.ask))
 
@@ -98,8 +98,8 @@ def resume(
     ] = False,
 ) -> None:
     """Continue RUN from its last checkpoint (after a crash, a failure or a pause)."""
-    from contreact.progress import LineProgress
-    from contreact.runner import resume_run
+    from contreact.cli.progress import LineProgress
+    from contreact.engine.runner import resume_run
 
     if cycles is not None and cycles < 1:
         raise BadInputError("--cycles must be at least 1")
@@ -156,7 +156,7 @@ def _studio_pauses(records: list[RunRecord]) -> list[RunRecord]:
         return records
     import dataclasses
 
-    from contreact.runner import pending_operator_messages
+    from contreact.engine.inbox import pending_operator_messages
 
     waiting = {p.run_id for p in pending_operator_messages(storage())}
     return [
@@ -344,9 +344,9 @@ def demo(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Run a short agent against the bundled Ollama stub: no Ollama needed."""
+    from contreact.cli.progress import LineProgress
     from contreact.config import parse_config
-    from contreact.progress import LineProgress
-    from contreact.runner import start_run
+    from contreact.engine.runner import start_run
     from contreact.stub import StubServer
 
     name = run_id or "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -425,8 +425,8 @@ def fork(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Branch RUN from the end of a cycle into a new run (the original is untouched), and run it."""
-    from contreact.progress import LineProgress
-    from contreact.runner import fork_run
+    from contreact.cli.progress import LineProgress
+    from contreact.engine.runner import fork_run
 
     changes: dict[str, Any] = {"model": model} if model else {}
     if no_interventions:
@@ -459,11 +459,11 @@ def doctor(
     Given a batch config (one with `models`), every model is checked on every host.
     """
     from contreact.config import Settings, load_config, parse_config, validated
-    from contreact.doctor import Check, batch_checks, run_checks
+    from contreact.engine.doctor import Check, batch_checks, run_checks
 
     checks: Iterable[Check]
     if config and _is_batch(config):
-        from contreact.batch import load_batch
+        from contreact.studies.batch import load_batch
 
         spec = load_batch(config)
         runs = [parse_config(r.config, r.run_id) for r in spec.runs]

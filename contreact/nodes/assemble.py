@@ -26,14 +26,14 @@ from contreact.checkpoints.events import Extensions as ExtensionsRecord
 from contreact.checkpoints.events import Intervention as InterventionEvent
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.transactions import Tx
+from contreact.extensions.hooks import Extensions, applying, extensions_of
 from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.budgets import tools_offered
-from contreact.nodes.context_budget import fit_reflections, plan_trim
-from contreact.nodes.hooks import Extensions, applying, extensions_of
 from contreact.nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
 from contreact.nodes.provenance import gather
 from contreact.nodes.step import engine_of, ledger_of, node
-from contreact.nodes.tool_mode import TEXT_MODES, decide_tool_mode
+from contreact.ollama.tool_mode import TEXT_MODES, decide_tool_mode
+from contreact.text.context_budget import fit_reflections, plan_trim
 from contreact.text.tokens import estimate_tokens
 from contreact.tools.memory import clear_memory
 from contreact.tools.registry import TOOL_SCHEMAS

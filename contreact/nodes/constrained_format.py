@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contreact.nodes.reflection_format import shown_schema
+from contreact.text.reflection_format import shown_schema
 
 FINAL_ACTION = "Final Answer"
 """The `action` of a free-text final answer (the parser's JSON layer knows it)."""

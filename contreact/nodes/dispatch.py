@@ -28,11 +28,17 @@ from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.schema import events
 from contreact.checkpoints.statements import Prepared, named
 from contreact.checkpoints.transactions import Tx
+from contreact.extensions.hooks import (
+    Extensions,
+    HookError,
+    applying,
+    extensions_of,
+    tool_call_info,
+)
 from contreact.graph.state import AgentState, Context, CycleStats, PendingCall, StateUpdate
 from contreact.nodes.budgets import refusal, truncate_output
-from contreact.nodes.hooks import Extensions, HookError, applying, extensions_of, tool_call_info
 from contreact.nodes.step import ledger_of, node
-from contreact.nodes.toolcalls import ParsedCall, call_signature
+from contreact.text.toolcalls import ParsedCall, call_signature
 from contreact.tools.memory import ToolSession
 from contreact.tools.operator import ask_operator
 from contreact.tools.registry import MEMORY_TOOLS, OPERATOR_TOOL, ToolResult

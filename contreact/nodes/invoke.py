@@ -23,13 +23,15 @@ from contreact.checkpoints import keys
 from contreact.checkpoints.events import Error, Event, LlmInvocation, count_events
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.transactions import Tx
+from contreact.extensions.hooks import extensions_of
 from contreact.graph.state import AgentState, Context, CycleStats, StateUpdate
 from contreact.nodes.answer_health import answer_flags
 from contreact.nodes.assemble import notes_for_prompt, prompt_of
 from contreact.nodes.budgets import tools_offered
 from contreact.nodes.constrained_format import answer_schema
-from contreact.nodes.hooks import extensions_of
-from contreact.nodes.ollama_client import (
+from contreact.nodes.step import ledger_of, node
+from contreact.nodes.storable import storable
+from contreact.ollama.client import (
     ModelCallError,
     RetryPolicy,
     chat_client,
@@ -39,10 +41,8 @@ from contreact.nodes.ollama_client import (
     with_retries,
     within_deadline,
 )
-from contreact.nodes.step import ledger_of, node
-from contreact.nodes.storable import storable
-from contreact.nodes.tool_mode import TEXT_MODES, is_no_tools_error
-from contreact.server_numbers import added, checked_fields, dropped_on_this_call
+from contreact.ollama.server_numbers import added, checked_fields, dropped_on_this_call
+from contreact.ollama.tool_mode import TEXT_MODES, is_no_tools_error
 from contreact.tools.registry import BUILTIN_TOOLSET, Toolset
 
 log = logging.getLogger("contreact")

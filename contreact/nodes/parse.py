@@ -24,6 +24,7 @@ from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.events import Event, ParseFailure
+from contreact.extensions.hooks import extensions_of
 from contreact.graph.state import AgentState, Context, CycleStats, PendingCall, StateUpdate
 from contreact.nodes.answer_health import (
     ECHO_FLAG,
@@ -33,13 +34,12 @@ from contreact.nodes.answer_health import (
     is_echo,
 )
 from contreact.nodes.budgets import past_time_limit, steps_left
-from contreact.nodes.hooks import extensions_of
 from contreact.nodes.prompts import system_text
-from contreact.nodes.reflection_format import Accepted, check_reflection, correction
 from contreact.nodes.step import ledger_of, node
 from contreact.nodes.storable import storable
-from contreact.nodes.tool_mode import TEXT_MODES
-from contreact.nodes.toolcalls import (
+from contreact.ollama.tool_mode import TEXT_MODES
+from contreact.text.reflection_format import Accepted, check_reflection, correction
+from contreact.text.toolcalls import (
     FinalAnswer,
     NoAnswer,
     ToolCalls,

@@ -23,7 +23,7 @@ from langchain_core.messages import (
 
 from contreact.checkpoints.cycles import Note
 from contreact.nodes.constrained_format import EXAMPLE_CALL, FINAL_ACTION
-from contreact.nodes.reflection_format import shown_schema
+from contreact.text.reflection_format import shown_schema
 from contreact.text.tool_text import tool_call_text, tool_line, tool_response_text
 from contreact.tools.registry import TOOL_SCHEMAS
 

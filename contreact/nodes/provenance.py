@@ -27,8 +27,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from contreact.graph.state import Context
-from contreact.host_credentials import ollama_auth
 from contreact.nodes.prompts import SYSTEM_PROMPT, TASKED_SYSTEM_PROMPT
+from contreact.ollama.credentials import ollama_auth
 from contreact.tools.registry import TOOL_SCHEMAS
 
 UNAVAILABLE = "unavailable"
@@ -57,7 +57,7 @@ def library_versions() -> dict[str, str]:
 @functools.cache
 def _library_versions() -> dict[str, str]:
     # Fixed for the life of a process: a batch's or a chat's many records read them once.
-    from contreact import __version__
+    from contreact.version import __version__
 
     versions = {"contreact": __version__}
     for name in LIBRARIES:

@@ -20,9 +20,8 @@ from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.registry import complete_studio_run
 from contreact.checkpoints.similarity_index import insert_keys, lookup, similar_notes
 from contreact.checkpoints.transactions import Tx
+from contreact.extensions.hooks import extensions_of
 from contreact.graph.state import AgentState, Context, StateUpdate, fresh_cycle
-from contreact.nodes.hooks import extensions_of
-from contreact.nodes.reflection_format import Accepted, check_reflection, prose_of
 from contreact.nodes.similarity import (
     EMBED_TIMEOUT_S,
     INDEX_BANDS,
@@ -31,6 +30,7 @@ from contreact.nodes.similarity import (
     index_keys,
 )
 from contreact.nodes.step import engine_of, ledger_of, node, run_id_of
+from contreact.text.reflection_format import Accepted, check_reflection, prose_of
 from contreact.tools.memory import count_keys
 
 # Made now, not at a long run's first look-up: a resident process compiles every statement

@@ -46,7 +46,7 @@ import numpy as np
 
 from contreact.config import SimilaritySettings
 from contreact.errors import detail
-from contreact.host_credentials import ollama_auth
+from contreact.ollama.credentials import ollama_auth
 
 Level = Literal["none", "moderate", "high"]
 

@@ -14,7 +14,7 @@ from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import read_events
 from contreact.cli import app
 from contreact.config import parse_config
-from contreact.runner import start_run
+from contreact.engine.runner import start_run
 from support.backends import Backend
 from support.cli import cli
 from support.runs import read_log

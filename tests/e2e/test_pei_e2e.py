@@ -24,15 +24,15 @@ from contreact.analysis.agreement import icc_a1, kendalls_w
 from contreact.analysis.pei.instrument import load_instrument
 from contreact.analysis.pei.results import stored_results
 from contreact.analysis.report import build_report
-from contreact.batch import load_batch
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import log_path, read_events
 from contreact.checkpoints.registry import get_run, list_runs
 from contreact.checkpoints.schema import pei as pei_results
 from contreact.cli import app
 from contreact.config import parse_config
-from contreact.runner import start_run
+from contreact.engine.runner import start_run
 from contreact.stub import StubServer
+from contreact.studies.batch import load_batch
 from support.backends import Backend
 from support.cli import cli_in_process
 

@@ -40,7 +40,8 @@ def test_the_runner_names_each_node_as_it_starts(tmp_path: Path) -> None:
     """The status line's "what it is doing" comes from a hook each node's step calls."""
     from contreact.checkpoints.storage import resolve_storage
     from contreact.config import parse_config
-    from contreact.runner import SilentProgress, start_run
+    from contreact.engine.outcome import SilentProgress
+    from contreact.engine.runner import start_run
 
     class Recorder(SilentProgress):
         def __init__(self) -> None:

@@ -26,7 +26,7 @@ from contreact.analysis.report.methods import collect_methods
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.registry import get_run
 from contreact.config import parse_config
-from contreact.runner import fork_run, resume_run, start_run
+from contreact.engine.runner import fork_run, resume_run, start_run
 from contreact.stub import StubServer
 from contreact.stub.ollama_api import STUB_DIGEST_PREFIX, ServedModel, stub_card
 from support.backends import Backend

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import contreact
-from contreact.runner import resume_run
+from contreact.engine.runner import resume_run
 from contreact.tools.custom import ExtensionError
 from support.backends import Backend
 from support.runs import read_log

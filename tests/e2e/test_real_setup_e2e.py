@@ -160,7 +160,7 @@ def test_model_option_typos_are_errors(tmp_path: Path, sqlite_backend: Backend) 
 def test_option_table_matches_the_ollama_client() -> None:
     from ollama._types import Options
 
-    from contreact.ollama_options import OLLAMA_OPTIONS
+    from contreact.ollama.options import OLLAMA_OPTIONS
 
     assert set(Options.model_fields) <= set(OLLAMA_OPTIONS)
 

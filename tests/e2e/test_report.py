@@ -31,8 +31,8 @@ from contreact.checkpoints.registry import get_run
 from contreact.checkpoints.schema import runs
 from contreact.cli import app
 from contreact.config import parse_config
-from contreact.evaluate import ask_evaluator
-from contreact.runner import start_run
+from contreact.engine.evaluator import ask_evaluator
+from contreact.engine.runner import start_run
 from contreact.stub import StubServer
 from support.backends import Backend
 from support.ci import IN_CI

@@ -15,14 +15,14 @@ import pytest
 import yaml
 
 from contreact.analysis.report import build_report
-from contreact.batch import load_batch
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import log_path
 from contreact.checkpoints.registry import get_run
 from contreact.config import ConfigError, parse_config
+from contreact.engine.runner import start_run
 from contreact.graph.state import Context
-from contreact.runner import start_run
 from contreact.stub import StubServer
+from contreact.studies.batch import load_batch
 from support.backends import Backend
 from support.cli import cli, cli_in_process
 from support.stub import scripted_stub

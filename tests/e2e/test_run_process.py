@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from contreact.run_process import RunProcess
 from contreact.stub import StubServer
+from contreact.studies.fork_server import RunProcess
 from support.backends import Backend
 
 

@@ -21,8 +21,8 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 import contreact
+from contreact.analysis.frames import TABLES, Study
 from contreact.analysis.pei.evaluation import set_level
-from contreact.analysis.study import TABLES, Study
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.registry import get_run
 from contreact.stub import StubServer
@@ -193,8 +193,8 @@ def test_without_pandas_csv_exports_and_the_rest_says_what_to_install(
     # `import contreact` stays cheap: `load` is imported when first used.
     assert not {m for m in loaded_by("import sys, contreact") if m.startswith("sqlalchemy")}
     # Neither the CLI nor the study module imports pandas before it is needed.
-    loaded = loaded_by("import sys, contreact, contreact.cli.app, contreact.analysis.study")
-    assert "contreact.analysis.study" in loaded and not loaded & {"pandas", "pyarrow"}
+    loaded = loaded_by("import sys, contreact, contreact.cli.app, contreact.analysis.frames")
+    assert "contreact.analysis.frames" in loaded and not loaded & {"pandas", "pyarrow"}
 
     monkeypatch.setitem(sys.modules, "pandas", None)  # importing it now raises ImportError
     out = tmp_path / "csv"

@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 from sqlalchemy import text
 
-from contreact.batch import load_batch
 from contreact.stub import StubServer
+from contreact.studies.batch import load_batch
 from support.backends import Backend
 from support.cli import cli_in_process
 from support.workers import LEASE_S, Machine, run_record, table_rows, wait_for

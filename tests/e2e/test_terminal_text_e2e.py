@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from contreact.terminal_text import visible
+from contreact.text.terminal import visible
 from support.backends import Backend
 from support.cli import cli_in_process
 from support.runs import write_config

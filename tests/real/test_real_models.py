@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from contreact.cli.runs import real_demo_settings
-from contreact.nodes.toolcalls import FinalAnswer, ToolCalls, parse_response
 from contreact.stub import ChatRequest, Reply, StubServer
 from contreact.stub.real import (
     REAL_EXTRA_HINT,
@@ -29,6 +28,7 @@ from contreact.stub.real import (
     extra_installed,
     gguf_digest,
 )
+from contreact.text.toolcalls import FinalAnswer, ToolCalls, parse_response
 from contreact.tools.registry import MEMORY_TOOLS, PARAMETER_SCHEMAS
 from support.backends import Backend
 from support.cli import cli, cli_start, kill_when

@@ -31,9 +31,9 @@ def run_batch(
 
     `fields` are more keys of the batch config (`model_options`, `similarity`, ...).
     """
-    from contreact.batch import load_batch
     from contreact.config import parse_config
-    from contreact.runner import start_run
+    from contreact.engine.runner import start_run
+    from contreact.studies.batch import load_batch
 
     spec: dict[str, Any] = {
         "batch": name,

@@ -39,7 +39,7 @@ VALUE_ERROR_MODULES: dict[str, str] = {
     "contreact/config.py": "2",
     "contreact/checkpoints/run_record.py": "2",
     "contreact/checkpoints/storage.py": "2",
-    "contreact/runner.py": "2",
+    "contreact/engine/runner.py": "2",
 }
 """Modules whose `ValueError`s reach the CLI as bad input (a config field, a run id, a URL)."""
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 from langchain_core.messages import HumanMessage
 
-from contreact.nodes.call_deadline import Deadline, _watchdog
-from contreact.nodes.ollama_client import ModelCallError, chat_client, within_deadline
+from contreact.ollama.client import ModelCallError, chat_client, within_deadline
+from contreact.ollama.deadline import Deadline, _watchdog
 from contreact.stub import StubServer
 
 PROMPT = [HumanMessage("Cycle 1 begins.")]
@@ -95,7 +95,7 @@ def test_a_deadline_that_ended_in_time_shuts_nothing() -> None:
 
 
 def test_many_calls_leave_no_armed_deadline_behind() -> None:
-    from contreact.nodes.call_deadline import call_deadline
+    from contreact.ollama.deadline import call_deadline
 
     for _ in range(500):
         with call_deadline(60):

@@ -7,7 +7,7 @@ check. Compiling every statement for both dialects also shows each one builds on
 
 from __future__ import annotations
 
-import contreact.runner  # noqa: F401 - the engine: every statement made at import
+import contreact.engine.runner  # noqa: F401 - the engine: every statement made at import
 from contreact.checkpoints import similarity_index, statements
 from contreact.nodes.similarity import INDEX_BANDS
 

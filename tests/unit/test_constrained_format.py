@@ -14,8 +14,8 @@ import pytest
 
 from contreact.config import default_reflection_schema
 from contreact.nodes.constrained_format import EXAMPLE_CALL, FINAL_ACTION, answer_schema
-from contreact.nodes.reflection_format import Accepted, check_reflection
-from contreact.nodes.toolcalls import FinalAnswer, ToolCalls, parse_response
+from contreact.text.reflection_format import Accepted, check_reflection
+from contreact.text.toolcalls import FinalAnswer, ToolCalls, parse_response
 from contreact.tools.registry import PARAMETER_SCHEMAS, TOOL_SCHEMAS, Toolset
 
 jsonschema_rs = pytest.importorskip("jsonschema_rs")

@@ -191,7 +191,7 @@ def test_a_run_driven_by_the_runner_records_its_effects_on_the_held_connection(
     """Pool checkouts of a run do not grow with its side effects (3 cycles: 9+ records)."""
     from contreact.checkpoints.journal import Ledger
     from contreact.config import parse_config
-    from contreact.runner import start_run
+    from contreact.engine.runner import start_run
     from contreact.stub import StubServer
 
     storage = sqlite_backend.storage()

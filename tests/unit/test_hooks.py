@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from contreact.config import parse_config
+from contreact.extensions.hooks import Extensions, Hook, HookError, build_extensions, tool_call_info
 from contreact.graph.state import Context
-from contreact.nodes.hooks import Extensions, Hook, HookError, build_extensions, tool_call_info
 from contreact.tools.custom import ExtensionError
 from contreact.tools.registry import Toolset
 

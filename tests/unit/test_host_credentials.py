@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from contreact import host_credentials
 from contreact.config import resolve_host
-from contreact.host_credentials import (
+from contreact.ollama import credentials as host_credentials
+from contreact.ollama.credentials import (
     ENV,
     credentials_for,
     for_children,

@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage
 
 from contreact.checkpoints.saver import serializer
 from contreact.nodes.storable import storable
-from contreact.nodes.toolcalls import (
+from contreact.text.toolcalls import (
     INTERNAL_ERROR_PREFIX,
     FinalAnswer,
     NoAnswer,

@@ -76,7 +76,7 @@ def test_without_an_invocation_every_look_up_asks_the_database(storage: Storage)
 def test_a_run_looks_up_no_result_it_did_not_record(storage: Storage) -> None:
     """Driven by the runner, a fresh run's journal look-ups are all answered from memory."""
     from contreact.config import parse_config
-    from contreact.runner import start_run
+    from contreact.engine.runner import start_run
     from contreact.stub import StubServer
 
     engine = engine_for(storage)

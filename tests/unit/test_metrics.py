@@ -28,7 +28,7 @@ from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.events import log_path, read_events
 from contreact.checkpoints.schema import runs
 from contreact.config import parse_config
-from contreact.runner import start_run
+from contreact.engine.runner import start_run
 from support.backends import Backend
 from support.stub import scripted_stub
 

@@ -8,7 +8,7 @@ import httpx
 import ollama
 import pytest
 
-from contreact.nodes.ollama_client import ModelCallError, RetryPolicy, classify, with_retries
+from contreact.ollama.client import ModelCallError, RetryPolicy, classify, with_retries
 
 
 def kind(exc: BaseException) -> str:

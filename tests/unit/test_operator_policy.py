@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from contreact.config import NO_REPLY_TEXT, OperatorSettings
-from contreact.operator_policy import answer
+from contreact.engine.operator_policy import answer
 
 
 class Count:

@@ -22,7 +22,7 @@ from contreact.nodes.prompts import (
     build_prompt,
     system_text,
 )
-from contreact.nodes.reflection_format import Accepted, Rejected, check_reflection, prose_of
+from contreact.text.reflection_format import Accepted, Rejected, check_reflection, prose_of
 
 SCHEMA = json.loads(REFLECTION_SCHEMA_FILE.read_text(encoding="utf-8"))
 

@@ -27,21 +27,21 @@ from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage
 
 from contreact.analysis.metrics import CYCLE_METRICS, summarize_cycles
-from contreact.batch_watch import tokens_per_s
 from contreact.checkpoints.cycles import CycleRecord
 from contreact.checkpoints.events import LlmInvocation
+from contreact.cli.progress import LineProgress
 from contreact.graph.state import Context, new_stats
 from contreact.nodes.invoke import ai_message, call_model, stats_after
-from contreact.nodes.ollama_client import ModelCallError
 from contreact.nodes.storable import storable
-from contreact.progress import LineProgress
-from contreact.server_numbers import (
+from contreact.ollama.client import ModelCallError
+from contreact.ollama.server_numbers import (
     MAX_SERVER_NUMBER,
     SERVER_NUMBER_FIELDS,
     checked_line,
     number,
     whole_number,
 )
+from contreact.studies.status import tokens_per_s
 
 HUGE = 10**400
 

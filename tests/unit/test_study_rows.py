@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from contreact.analysis.study import (
+from contreact.analysis.frames import (
     columns,
     flat_columns,
     frame,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from contreact.nodes.toolcalls import (
+from contreact.text.toolcalls import (
     INTERNAL_ERROR_PREFIX,
     FinalAnswer,
     NoAnswer,

@@ -1,4 +1,4 @@
-"""Tests for contreact/nodes/toolcalls/: the corpus of model messages, units, and properties."""
+"""Tests for contreact/text/toolcalls/: the corpus of model messages, units, and properties."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contreact.nodes.toolcalls import (
+from contreact.text.toolcalls import (
     INTERNAL_ERROR_PREFIX,
     FinalAnswer,
     NoAnswer,

@@ -18,7 +18,7 @@ cycles, oldest first. The system prompt, the instrument and the last cycle's ref
 always stay. What was left out is stored with the answer and shown in reports.
 
 The model call itself is not made here: `contreact.analysis` reads runs and never drives
-them, so the face passes in an `Ask` (see `contreact.evaluate`). One row per (run,
+them, so the face passes in an `Ask` (see `contreact.engine.evaluator`). One row per (run,
 evaluator) is stored in `contreact_pei` with the evaluator's own options, so running
 `pei` again reuses stored answers (re-parsing them) instead of asking again; a level set by
 hand (`pei --set`) is marked manual and kept. A rating made before its run's last cycle is

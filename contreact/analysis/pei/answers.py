@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contreact.nodes.toolcalls import strip_thinking
+from contreact.text.toolcalls import strip_thinking
 
 _WORD_VALUES = {
     "one": 1,

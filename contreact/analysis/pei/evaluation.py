@@ -1,7 +1,7 @@
 """Asking evaluator models to rate finished runs, and recording a rating by hand.
 
 `contreact.analysis` reads runs and never drives them: the model call is made by the face,
-which passes in an `Ask` (see `contreact.evaluate`). Every run is checked before any model
+which passes in an `Ask` (see `contreact.engine.evaluator`). Every run is checked before any model
 is asked, and a rating stored earlier is reused (its answer re-parsed) instead of asked again.
 
 The evaluator is sent its own options (the rated run's `pei` section: temperature, seed,

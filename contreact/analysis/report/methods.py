@@ -197,7 +197,7 @@ def _prompt(engine: Engine, run_id: str) -> str:
 
 def collect_methods(engine: Engine, runs: Sequence[RunRecord]) -> Methods:
     """The methods record of `runs`, from their stored configs and event logs alone."""
-    from contreact import __version__
+    from contreact.version import __version__
 
     prompts: dict[str, str] = {}
     records = []

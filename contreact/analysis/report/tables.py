@@ -21,7 +21,7 @@ from contreact.analysis.pei.results import PeiResult
 from contreact.analysis.pei.self_rating import SelfCross
 from contreact.analysis.report.collect import ReportData, RunData
 from contreact.analysis.report.methods import NOT_RECORDED, Methods, server_version
-from contreact.nodes.reflection_format import fields_of
+from contreact.text.reflection_format import fields_of
 
 CSV_ONLY_METRICS = ("model_seconds", "nudges", "errors", "repeated_calls", "trims")
 """Per-cycle metrics the CSV holds but the Markdown and HTML tables leave out, for width."""
