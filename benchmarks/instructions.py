@@ -122,7 +122,7 @@ def child(level: str, cycles: int, url: str, db_url: str | None, out: Path) -> N
     """
     from overhead import baseline_loop, contreact_loop, langgraph_floor_loop
 
-    from contreact.config import DEFAULT_MODEL_OPTIONS
+    from contreact.config.sections import DEFAULT_MODEL_OPTIONS
 
     level, _, ablation = level.partition("~")
     extra = _switch_off(ablation) if ablation else {}

@@ -223,7 +223,7 @@ def measure(
         Seconds per step (``baseline``, ``contreact``), CPU seconds of this process per
         step (``..._cpu``) and seconds per whole run (``..._run``), one value per run.
     """
-    from contreact.config import DEFAULT_MODEL_OPTIONS
+    from contreact.config.sections import DEFAULT_MODEL_OPTIONS
 
     options = dict(DEFAULT_MODEL_OPTIONS)
     loops: dict[str, Callable[[], list[Mark]]] = {
@@ -448,7 +448,7 @@ def langgraph_floor_loop(
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
     from contreact.checkpoints.saver import open_saver
-    from contreact.config import DEFAULT_MODEL_OPTIONS
+    from contreact.config.sections import DEFAULT_MODEL_OPTIONS
     from contreact.nodes.prompts import REFLECTIONS_HEADING, SYSTEM_PROMPT
     from contreact.tools.registry import TOOL_SCHEMAS
 
@@ -706,7 +706,7 @@ def ablate(stub: StubProcess, where: BenchStorage, cycles: int, reps: int) -> No
     in plain LangGraph with and without a checkpointer (the floor of any design that
     checkpoints every superstep of this graph).
     """
-    from contreact.config import DEFAULT_MODEL_OPTIONS
+    from contreact.config.sections import DEFAULT_MODEL_OPTIONS
 
     options = dict(DEFAULT_MODEL_OPTIONS)
 

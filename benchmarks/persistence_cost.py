@@ -151,7 +151,7 @@ def per_call(
     stub: StubProcess, where: BenchStorage, cycles: int, reps: int, pols: list[str | None]
 ) -> dict[str, Level]:
     """Time every level, alternating, ``reps`` times; seconds per model call in each Level."""
-    from contreact.config import DEFAULT_MODEL_OPTIONS
+    from contreact.config.sections import DEFAULT_MODEL_OPTIONS
 
     options = dict(DEFAULT_MODEL_OPTIONS)
     levels = [

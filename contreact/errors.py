@@ -4,6 +4,9 @@ The CLI imports these at start-up for its error handling; keeping them here (rat
 beside the runner, which pulls in LangGraph) lets read-only commands start fast.
 """
 
+import sys
+from collections.abc import Callable
+
 from contreact.text.messages import cut
 
 
@@ -51,3 +54,49 @@ def detail(exc: BaseException) -> str:
         if line.strip():
             return cut(line.strip(), 300)
     return "no detail"
+
+
+def _loaded(module: str, name: str) -> type[BaseException] | None:
+    """An exception class, if its module is loaded (if not, nothing can have raised it).
+
+    Looking the classes up lazily keeps the config model and the database layer out of
+    the start-up of commands that never touch them.
+    """
+    found = getattr(sys.modules.get(module), name, None)
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None
+
+
+def is_error(exc: BaseException, module: str, name: str) -> bool:
+    """Whether `exc` is the exception class `name` of `module` (False if never loaded)."""
+    kind = _loaded(module, name)
+    return kind is not None and isinstance(exc, kind)
+
+
+def known_error(exc: BaseException, storage_shown: Callable[[], str]) -> tuple[str, int] | None:
+    """The line and exit code for an error a person can act on (None: an unexpected one).
+
+    Args:
+        exc: The error.
+        storage_shown: Names the storage the command looked in (asked only when needed).
+    """
+    if is_error(exc, "contreact.config", "ConfigError"):
+        return str(exc), 2
+    run = cut(str(exc))  # the run id these errors carry, as typed
+    if is_error(exc, "contreact.checkpoints.run_record", "RunExistsError"):
+        return f"run {run} already exists; continue it with `contreact resume {run}`", 2
+    if is_error(exc, "contreact.checkpoints.run_record", "RunNotFoundError"):
+        return f"no run named {run} in {storage_shown()} (see `contreact list`)", 2
+    if isinstance(exc, RunAlreadyCompletedError):
+        return (
+            f"run {run} is already completed; extend it with `contreact resume {run} --cycles N`",
+            2,
+        )
+    if is_error(exc, "contreact.tools.custom", "ExtensionError"):
+        return str(exc), 2
+    if isinstance(exc, OperatorUnavailableError):
+        return str(exc), 2
+    if isinstance(exc, LeaseLostError):
+        return str(exc), 1
+    if isinstance(exc, NotWaitingError):
+        return f"run {run} is not waiting for the operator (see `contreact operator`)", 2
+    return None

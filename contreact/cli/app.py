@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, ParamSpec
 import typer
 from rich.console import Console
 
-from contreact.errors import LINE_LIMIT, detail
+from contreact.errors import LINE_LIMIT, detail, is_error, known_error
 from contreact.text.messages import cut
 from contreact.text.terminal import visible
 
@@ -64,17 +64,6 @@ out = _PipeConsole(highlight=False, soft_wrap=True)
 err = _PipeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
-def reopen_consoles() -> None:
-    """Detect the terminal, its colours and width anew, for a process forked from the daemon.
-
-    rich reads them (and NO_COLOR, FORCE_COLOR, TERM) when a console is made: these two were
-    made in the daemon, whose output is a log file. Made again in place, so every module
-    that imported them prints to the client's terminal or pipe.
-    """
-    for console in (out, err):
-        Console.__init__(console, stderr=console.stderr, highlight=False, soft_wrap=True)
-
-
 class BadInputError(Exception):
     """The user's input cannot be used (exit 2)."""
 
@@ -85,44 +74,11 @@ def fail(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _loaded(module: str, name: str) -> type[BaseException] | None:
-    """An exception class, if its module is loaded (if not, nothing can have raised it).
-
-    Looking the classes up lazily keeps the config model and the database layer out of
-    the start-up of commands that never touch them.
-    """
-    found = getattr(sys.modules.get(module), name, None)
-    return found if isinstance(found, type) and issubclass(found, BaseException) else None
-
-
-def _is(exc: BaseException, module: str, name: str) -> bool:
-    kind = _loaded(module, name)
-    return kind is not None and isinstance(exc, kind)
-
-
 def explain(exc: Exception) -> tuple[str, int] | None:
     """The line and exit code for an error a user can act on (None: an unexpected one)."""
-    if isinstance(exc, BadInputError) or _is(exc, "contreact.config", "ConfigError"):
+    if isinstance(exc, BadInputError):
         return str(exc), 2
-    run = cut(str(exc))  # the run id these errors carry, as typed
-    if _is(exc, "contreact.checkpoints.run_record", "RunExistsError"):
-        return f"run {run} already exists; continue it with `contreact resume {run}`", 2
-    if _is(exc, "contreact.checkpoints.run_record", "RunNotFoundError"):
-        return f"no run named {run} in {storage().shown} (see `contreact list`)", 2
-    if _is(exc, "contreact.errors", "RunAlreadyCompletedError"):
-        return (
-            f"run {run} is already completed; extend it with `contreact resume {run} --cycles N`",
-            2,
-        )
-    if _is(exc, "contreact.tools.custom", "ExtensionError"):
-        return str(exc), 2
-    if _is(exc, "contreact.errors", "OperatorUnavailableError"):
-        return str(exc), 2
-    if _is(exc, "contreact.errors", "LeaseLostError"):
-        return str(exc), 1
-    if _is(exc, "contreact.errors", "NotWaitingError"):
-        return f"run {run} is not waiting for the operator (see `contreact operator`)", 2
-    return None
+    return known_error(exc, lambda: storage().shown)
 
 
 def quiet_broken_pipe() -> NoReturn:
@@ -226,7 +182,7 @@ def close_databases() -> None:
 
 def _storage_fault(exc: Exception) -> StorageFault | None:
     """`exc` as a one-line database or disk fault, if it is one."""
-    if _is(exc, "contreact.checkpoints.storage_faults", "StorageFault"):
+    if is_error(exc, "contreact.checkpoints.storage_faults", "StorageFault"):
         return exc  # type: ignore[return-value]
     from contreact.checkpoints.engines import fault_of
 
@@ -290,13 +246,9 @@ def sqlite_folder(config_dir: str | None = None, config_url: str | None = None) 
 
 def finish(outcome: RunOutcome) -> NoReturn:
     """Exit with the run's outcome code (a failure's one line goes to stderr)."""
-    if outcome.status == "failed":
-        run = cut(outcome.run_id)
-        line = (
-            f"contreact: run {run} failed: {outcome.reason}; once that is fixed, "
-            f"`contreact resume {run}` continues it"
-        )
-        err.print(visible(cut(line, LINE_LIMIT)), markup=False)
+    line = outcome.failure_line()
+    if line is not None:
+        err.print(visible(cut(f"contreact: {line}", LINE_LIMIT)), markup=False)
     raise typer.Exit(outcome.exit_code)
 
 
@@ -338,54 +290,7 @@ def main_options(
     if "@" in os.environ.get("OLLAMA_HOST", ""):
         # Credentials in OLLAMA_HOST reach every command's requests to that host (a run's
         # recorded host, `pei`, `report`), though they are never recorded with a run.
-        from contreact.config import default_ollama_host
+        from contreact.ollama.hosts import default_ollama_host
 
         default_ollama_host()
-    die_with_parent()
     logging.basicConfig(level=logging.WARNING if debug else logging.ERROR, format="%(message)s")
-
-
-def die_with_parent() -> None:
-    """In a batch's or worker's run process: be killed when that process dies, never orphaned.
-
-    A process it started itself gets the kernel's parent-death signal (Linux). A process
-    forked by its fork server (`contreact.studies.fork_server`) has the server as its parent, and
-    the server lives as long as any process it forked: this one watches the batch process
-    itself instead (a pidfd becomes readable when that process exits).
-    """
-    parent = os.environ.get("CONTREACT_PARENT_PID")
-    if not parent or not sys.platform.startswith("linux"):
-        return
-    import signal
-
-    if os.getppid() != int(parent):
-        _watch(int(parent))
-        return
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-    except OSError:
-        return
-    if os.getppid() != int(parent):
-        # The batch died before the signal was armed.
-        os._exit(1)
-
-
-def _watch(pid: int) -> None:
-    """Kill this process (SIGKILL, as the parent-death signal would) when `pid` exits."""
-    import select
-    import signal
-    import threading
-
-    try:
-        handle = os.pidfd_open(pid)
-    except ProcessLookupError:
-        os._exit(1)  # the batch died before this process started watching it
-
-    def wait() -> None:
-        select.select([handle], [], [])
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    threading.Thread(target=wait, name="parent-watch", daemon=True).start()

@@ -234,7 +234,6 @@ def batch(
         raise BadInputError("--parallel must be at least 1")
     # The config's storage, as `run` reads it; every child is pointed at the same place.
     where = storage(spec.data_dir, spec.db_url)
-    flags = ["--data-dir", str(where.data_dir)]
     problems, warnings = preflight(spec, where)
     if problems:
         raise BadInputError(f"batch {spec.name} not started: " + "; ".join(problems))
@@ -285,12 +284,12 @@ def batch(
         def notify(run_id: str, what: str) -> None:
             follower.say(f"  {run_id}: {what}")
 
-        runner = BatchRunner(spec, where, flags, notify)
+        runner = BatchRunner(spec, where, notify)
         if queue is None:
             results = runner.run(parallel or spec.parallel)
         else:
             queue.notify = notify
-            queue.work(parallel=parallel or spec.parallel, studies=[spec], cli_flags=flags)
+            queue.work(parallel=parallel or spec.parallel, studies=[spec])
             results = [runner.result_of(p, "queued", say=False) for p in spec.runs]
     if as_json:
         emit_json([asdict(r) for r in results])
@@ -329,7 +328,5 @@ def worker(
         out.print(f"  {run_id}: {what}", markup=False)
 
     out.print(f"worker {worker_name()}: taking queued runs, {parallel} at a time", markup=False)
-    StudyQueue(where, notify).work(
-        parallel=parallel, forever=forever, cli_flags=["--data-dir", str(where.data_dir)]
-    )
+    StudyQueue(where, notify).work(parallel=parallel, forever=forever)
     out.print(f"worker {worker_name()}: every queued run is finished", markup=False)

@@ -130,7 +130,8 @@ def _settings(
     config: Path | None, name: str, task: str, model: str | None, host: str | None
 ) -> Any:
     """The chat's run config: one cycle per turn, the first message as its task."""
-    from contreact.config import deep_merge, load_config, parse_config
+    from contreact.config import parse_config
+    from contreact.config.files import deep_merge, load_config
 
     base: dict[str, Any] = {"model": "llama3.1:8b"}
     if config is not None:

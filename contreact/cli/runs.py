@@ -45,7 +45,7 @@ def run(
 ) -> None:
     """Start a new run from CONFIG."""
     from contreact.cli.progress import LineProgress
-    from contreact.config import load_config
+    from contreact.config.files import load_config
 
     cfg = load_config(config, {"model": model, "cycles": cycles, "run_id": run_id, "host": host})
     _refuse_existing(cfg.storage.data_dir, cfg.storage.url, cfg.run_id)
@@ -458,7 +458,8 @@ def doctor(
 
     Given a batch config (one with `models`), every model is checked on every host.
     """
-    from contreact.config import Settings, load_config, parse_config, validated
+    from contreact.config import Settings, parse_config, validated
+    from contreact.config.files import load_config
     from contreact.engine.doctor import Check, batch_checks, run_checks
 
     checks: Iterable[Check]

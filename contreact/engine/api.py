@@ -15,7 +15,8 @@ from typing import Any
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.registry import RunNotFoundError, get_run
 from contreact.checkpoints.storage import Storage, resolve_storage
-from contreact.config import Config, load_config, parse_config
+from contreact.config import Config, parse_config
+from contreact.config.files import load_config
 from contreact.engine.outcome import Progress, RunOutcome
 from contreact.engine.runner import resume_run, start_run
 

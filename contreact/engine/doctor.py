@@ -15,9 +15,10 @@ import httpx
 
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.storage import Storage
-from contreact.config import Settings, resolve_host
+from contreact.config import Settings
 from contreact.errors import detail
 from contreact.ollama.credentials import ollama_auth
+from contreact.ollama.hosts import resolve_host
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -42,9 +42,7 @@ from contreact.checkpoints.statistics import Statistics
 from contreact.checkpoints.storage import Storage
 from contreact.checkpoints.storage_faults import StorageFault
 from contreact.checkpoints.transactions import Tx
-from contreact.config import (
-    Config,
-)
+from contreact.config import Config
 from contreact.engine.operator_policy import AskOperator
 from contreact.engine.operator_policy import answer as answer_by_policy
 from contreact.engine.outcome import Progress, RunOutcome, SilentProgress
@@ -349,7 +347,6 @@ def operator_asks(interrupts: tuple[Any, ...]) -> list[dict[str, Any]]:
     return [i for i in interrupts if isinstance(i, dict) and i.get("type") == OPERATOR_INTERRUPT]
 
 
-@dataclass(frozen=True)
 def _advisory_after(storage: Storage, run_id: str, cycle: int) -> str | None:
     """The diversity advisory that cycle `cycle` left for the next one."""
     records = cycle_records(engine_for(storage), run_id, since=cycle, before=cycle + 1)

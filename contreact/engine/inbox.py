@@ -6,6 +6,8 @@ the registry knowing. Both the CLI's `contreact operator` and the console read i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.registry import (
     list_runs,
@@ -16,6 +18,7 @@ from contreact.engine.drive import operator_asks
 from contreact.graph.wiring import builder
 
 
+@dataclass(frozen=True)
 class PendingMessage:
     """An agent's message waiting for the operator's reply."""
 

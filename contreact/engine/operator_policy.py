@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from contreact.config import OperatorSettings
+from contreact.config.sections import OperatorSettings
 from contreact.errors import OperatorUnavailableError
 
 AskOperator = Callable[[str], str]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from contreact.text.messages import cut
+
 if TYPE_CHECKING:
     from contreact.checkpoints.registry import RunRecord, RunStatus
     from contreact.graph.state import AgentState
@@ -21,7 +23,6 @@ ExitCode = Literal[0, 1, 3]
 EXIT_CODES: dict[RunStatus, ExitCode] = {"completed": 0, "failed": 1, "paused": 3, "running": 1}
 
 
-@dataclass(frozen=True)
 @dataclass(frozen=True)
 class RunOutcome:
     """How a drive of a run ended."""
@@ -35,6 +36,16 @@ class RunOutcome:
     def exit_code(self) -> ExitCode:
         """0 done, 3 paused waiting for the operator, 1 failed."""
         return EXIT_CODES[self.status]
+
+    def failure_line(self) -> str | None:
+        """The one line that says a failed run failed and how to continue it (else None)."""
+        if self.status != "failed":
+            return None
+        run = cut(self.run_id)
+        return (
+            f"run {run} failed: {self.reason}; once that is fixed, "
+            f"`contreact resume {run}` continues it"
+        )
 
 
 class Progress(Protocol):

@@ -32,19 +32,15 @@ from contreact.checkpoints.registry import (
 )
 from contreact.checkpoints.storage import Storage
 from contreact.checkpoints.transactions import Tx
-from contreact.config import (
-    Config,
-    apply_overrides,
-    deep_merge,
-    default_ollama_host,
-    parse_config,
-)
+from contreact.config import Config, parse_config
+from contreact.config.files import apply_overrides, deep_merge
 from contreact.engine.drive import Handed, context_of, drive
 from contreact.engine.operator_policy import AskOperator
 from contreact.engine.outcome import Progress, RunOutcome
 from contreact.extensions.hooks import extensions_of
 from contreact.graph.state import Context
 from contreact.nodes.provenance import gather
+from contreact.ollama.hosts import default_ollama_host
 
 
 def config_of(record: RunRecord, overrides: dict[str, Any] | None = None) -> Config:

@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from contreact.config import SimilaritySettings
+from contreact.config.sections import SimilaritySettings
 from contreact.errors import detail
 from contreact.ollama.credentials import ollama_auth
 

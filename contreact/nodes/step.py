@@ -24,7 +24,8 @@ from contreact.checkpoints.fork import ForkPoint
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.lineage import scope_of
 from contreact.checkpoints.persistence import enter_step
-from contreact.config import Config, OperatorSettings
+from contreact.config import Config
+from contreact.config.sections import OperatorSettings
 from contreact.graph.state import AgentState, Context, StateUpdate
 
 

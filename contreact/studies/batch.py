@@ -38,15 +38,10 @@ from contreact.checkpoints.events import Error, read_events
 from contreact.checkpoints.private_files import open_private, private_dir
 from contreact.checkpoints.registry import RunNotFoundError, get_run
 from contreact.checkpoints.storage import Storage
-from contreact.config import (
-    BATCH_KEYS,
-    DEFAULT_MODEL_OPTIONS,
-    BatchConfig,
-    ConfigError,
-    deep_merge,
-    describe_error,
-    parse_config,
-)
+from contreact.config import BATCH_KEYS, BatchConfig, ConfigError, describe_error, parse_config
+from contreact.config.files import deep_merge
+from contreact.config.sections import DEFAULT_MODEL_OPTIONS
+from contreact.engine.child import PARENT_ENV, RunRequest
 from contreact.ollama.credentials import for_children, ollama_auth
 from contreact.studies.fork_server import RunProcess
 
@@ -202,12 +197,9 @@ Notify = Callable[[str, str], None]
 class BatchRunner:
     """Drives a batch's runs as child processes, at most `parallel` at a time."""
 
-    def __init__(
-        self, spec: BatchSpec, storage: Storage, cli_flags: list[str], notify: Notify
-    ) -> None:
+    def __init__(self, spec: BatchSpec, storage: Storage, notify: Notify) -> None:
         self.spec = spec
         self.storage = storage
-        self.cli_flags = cli_flags
         self.notify = notify
         self.folder = storage.data_dir / "batches" / spec.name
         self._lock = threading.Lock()
@@ -261,13 +253,14 @@ class BatchRunner:
             config_file = self.folder / f"{planned.run_id}.yaml"
             with open_private(config_file, "w") as fh:
                 fh.write(yaml.safe_dump(config, sort_keys=False))
-            action, args = "started", ["run", str(config_file)]
+            action = "started"
+            request = RunRequest(planned.run_id, self.storage, config_file=config_file)
         else:
-            action, args = "resumed", ["resume", planned.run_id]
-            if host is not None and host != record.host:
-                args += ["--host", host]
+            action = "resumed"
+            moved = host if host is not None and host != record.host else None
+            request = RunRequest(planned.run_id, self.storage, host=moved)
         self.notify(planned.run_id, action + (f" on {host}" if host else ""))
-        code = self._child(planned.run_id, args, env)
+        code = self._child(request, env)
         try:
             tried = {get_run(engine, planned.run_id).host}
         except RunNotFoundError:
@@ -279,22 +272,15 @@ class BatchRunner:
             tried.add(host)
             self.notify(planned.run_id, f"host down; resuming on {host}")
             action += f", moved to {host}"
-            code = self._child(planned.run_id, ["resume", planned.run_id, "--host", host], env)
+            code = self._child(RunRequest(planned.run_id, self.storage, host=host), env)
         return self.result_of(planned, action, say)
 
-    def _child(self, run_id: str, args: list[str], extra: dict[str, str] | None = None) -> int:
-        log = self.folder / f"{run_id}.out"
-        # The database URL goes by environment, not argv: `ps` shows argv, with any password.
-        env = {
-            **os.environ,
-            **for_children(),
-            "CONTREACT_PARENT_PID": str(os.getpid()),
-            "CONTREACT_DB_URL": self.storage.url,
-            **(extra or {}),
-        }
+    def _child(self, request: RunRequest, extra: dict[str, str] | None = None) -> int:
+        log = self.folder / f"{request.run_id}.out"
+        env = {**os.environ, **for_children(), PARENT_ENV: str(os.getpid()), **(extra or {})}
         with open_private(log, "a"):
             pass  # made private before the run process appends to it
-        proc = RunProcess([*self.cli_flags, *args, "--quiet"], env, log)
+        proc = RunProcess(request, env, log)
         self.children.add(proc)
         try:
             return proc.wait()

@@ -250,14 +250,12 @@ class StudyQueue:
         parallel: int,
         studies: list[BatchSpec] | None = None,
         forever: bool = False,
-        cli_flags: list[str] | None = None,
     ) -> None:
         """Take queued runs (of `studies`, or of any study) until they are all finished.
 
         While other workers still hold runs, this one waits, so that it can take over any
         whose lease lapses. `forever`: keep waiting for new studies.
         """
-        self.cli_flags = cli_flags or []
         self.specs = {s.name: s for s in studies or []}
         asyncio.run(self._work(parallel, studies, forever))
 
@@ -396,7 +394,7 @@ class StudyQueue:
     ) -> None:
         host, token = await self._place(run, hosts, slots, job_id)
         spec = BatchSpec(study, [run], hosts, 1)
-        runner = BatchRunner(spec, self.storage, self.cli_flags, self.notify)
+        runner = BatchRunner(spec, self.storage, self.notify)
         self.runners.add(runner)
         try:
             result = await asyncio.to_thread(runner.drive, run, host, fenced_env(token), False)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from contreact.config import default_reflection_schema
+from contreact.config.sections import default_reflection_schema
 from contreact.nodes.constrained_format import answer_schema
 from contreact.nodes.prompts import constrained_tools_intro
 from contreact.stub import StubServer

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from contreact.config import resolve_host
+from contreact.ollama.hosts import resolve_host
 from contreact.stub import StubServer
 from support.backends import Backend
 from support.cli import cli, cli_in_process, cli_start, kill_when

@@ -36,7 +36,10 @@ LINE_ERRORS: dict[str, str] = {
 """Errors whose message the CLI prints as the line, and the exit code it goes with."""
 
 VALUE_ERROR_MODULES: dict[str, str] = {
-    "contreact/config.py": "2",
+    "contreact/config/__init__.py": "2",
+    "contreact/config/sections.py": "2",
+    "contreact/config/extensions.py": "2",
+    "contreact/ollama/hosts.py": "2",
     "contreact/checkpoints/run_record.py": "2",
     "contreact/checkpoints/storage.py": "2",
     "contreact/engine/runner.py": "2",
@@ -110,9 +113,9 @@ class _Collector(ast.NodeVisitor):
         self.scope.pop()
 
     def visit_Return(self, node: ast.Return) -> None:
-        # `explain`: the table of known errors, (line, exit code) per error.
+        # `known_error` and `explain`: the table of known errors, (line, exit code) per error.
         value = node.value
-        if self.scope[-1:] == ["explain"] and isinstance(value, ast.Tuple):
+        if self.scope[-1:] in (["explain"], ["known_error"]) and isinstance(value, ast.Tuple):
             line, code = value.elts
             self._add(ast.unparse(code), line)
         elif self.scope and self.scope[-1] in LINE_FUNCTIONS and value is not None:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from contreact.checkpoints.storage import resolve_storage
-from contreact.config import ConfigError, deep_merge, load_config, parse_config
+from contreact.config import ConfigError, parse_config
+from contreact.config.files import deep_merge, load_config
 from contreact.graph.state import Context
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from contreact.config import default_reflection_schema
+from contreact.config.sections import default_reflection_schema
 from contreact.nodes.constrained_format import EXAMPLE_CALL, FINAL_ACTION, answer_schema
 from contreact.text.reflection_format import Accepted, check_reflection
 from contreact.text.toolcalls import FinalAnswer, ToolCalls, parse_response

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from contreact.config import BUILTIN_TOOLS, Config, ConfigError, parse_config
+from contreact.config import Config, ConfigError, parse_config
+from contreact.config.extensions import BUILTIN_TOOLS
 from contreact.tools.registry import TOOLS
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from contreact.config import resolve_host
 from contreact.ollama import credentials as host_credentials
 from contreact.ollama.credentials import (
     ENV,
@@ -13,6 +12,7 @@ from contreact.ollama.credentials import (
     hide_credentials,
     split_credentials,
 )
+from contreact.ollama.hosts import resolve_host
 
 
 @pytest.mark.parametrize(

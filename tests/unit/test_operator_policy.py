@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from contreact.config import NO_REPLY_TEXT, OperatorSettings
+from contreact.config.sections import NO_REPLY_TEXT, OperatorSettings
 from contreact.engine.operator_policy import answer
 
 

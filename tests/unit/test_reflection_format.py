@@ -14,7 +14,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from contreact.checkpoints.cycles import Note
-from contreact.config import REFLECTION_SCHEMA_FILE, ConfigError, parse_config
+from contreact.config import ConfigError, parse_config
+from contreact.config.sections import REFLECTION_SCHEMA_FILE
 from contreact.graph.state import Context
 from contreact.nodes.prompts import (
     REFLECTION_FORMAT_HEADING,

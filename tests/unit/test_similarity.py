@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contreact.analysis.similarity import pairwise
-from contreact.config import SimilaritySettings
+from contreact.config.sections import SimilaritySettings
 from contreact.nodes import similarity
 from contreact.nodes.similarity import (
     HIGH_ADVISORY,

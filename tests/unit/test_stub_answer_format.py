@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from contreact.config import default_reflection_schema
+from contreact.config.sections import default_reflection_schema
 from contreact.nodes.constrained_format import FINAL_ACTION, answer_schema
 from contreact.stub import ChatRequest, Reply
 from contreact.stub.agents import ScriptedAgent, SimulatedAgent
