@@ -1,9 +1,9 @@
 """contreact: continuous ReAct agents on local Ollama models, built as a LangGraph state machine.
 
-This package is the application face (CLI, runner, config, progress) and its services
-(the bundled Ollama stub, analysis). Importing it must stay cheap: the stub server and
-the CLI import their heavy dependencies themselves; `contreact.run` (the engine) and
-`load` (runs as pandas DataFrames, `contreact.analysis.frames`) are imported on first use.
+The package's front door: `contreact.run` starts a run from a notebook or a script
+(`engine.api`), `contreact.load` reads runs as pandas DataFrames (`analysis.frames`) and
+`contreact.tool` marks a function as a tool. Importing it must stay cheap: each is imported
+on first use, so `import contreact` loads neither LangGraph nor pandas.
 """
 
 from __future__ import annotations
@@ -11,21 +11,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from contreact.analysis.frames import Study, load
+    from contreact.analysis.frames import RunTables, load
 
 from contreact.version import __version__
 
-__all__ = ["Study", "__version__", "load", "run", "tool"]
+__all__ = ["RunTables", "__version__", "load", "run", "tool"]
 
-_STUDY = {"Study", "load"}
+_TABLES = {"RunTables", "load"}
 
 
 def __getattr__(name: str) -> Any:
     """Imported when first asked for: `import contreact` must not load LangGraph or pandas."""
-    if name in _STUDY:
-        from contreact.analysis import frames as study
+    if name in _TABLES:
+        from contreact.analysis import frames
 
-        return getattr(study, name)
+        return getattr(frames, name)
     if name == "run":
         from contreact.engine.api import run
 

@@ -109,7 +109,7 @@ def export_tables(
         AnalysisInputError: Unknown format.
         MissingExtraError: `parquet` without pandas and pyarrow.
     """
-    from contreact.analysis.frames import TABLES, columns, frame, require_pandas, study_rows
+    from contreact.analysis.frames import TABLES, columns, frame, require_pandas, table_rows
 
     if fmt not in TABLE_FORMATS:
         raise AnalysisInputError(
@@ -117,7 +117,7 @@ def export_tables(
         )
     if fmt == "parquet":
         require_pandas()
-    tables = study_rows(engine, runs)
+    tables = table_rows(engine, runs)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name in TABLES:

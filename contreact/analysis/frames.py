@@ -1,4 +1,4 @@
-"""A study's data as tables: `contreact.load(...)` for notebooks, `export --batch` for files.
+"""Runs as tables: `contreact.load(...)` for notebooks, `export --batch` for files.
 
 A researcher analysing runs wants them in pandas, not behind a command: one table per
 kind of record, with `run_id` (and `cycle`) columns to join on. This module builds those
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 TABLES: tuple[str, ...] = ("runs", "cycles", "events", "tool_calls", "memory", "pei")
-"""The study's tables, in the order they are documented and exported."""
+"""The tables, in the order they are documented and exported."""
 
 INSTALL_HINT = "pip install 'contreact[analysis]'"
 
@@ -206,8 +206,8 @@ def one_type_per_column(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def study_rows(engine: Engine, runs: Sequence[RunRecord]) -> dict[str, list[dict[str, Any]]]:
-    """Every table of a study (`TABLES`) as rows, the runs in the order given."""
+def table_rows(engine: Engine, runs: Sequence[RunRecord]) -> dict[str, list[dict[str, Any]]]:
+    """Every table (`TABLES`) as rows, the runs in the order given."""
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
     for run in runs:
         log = read_events(engine, run.run_id)
@@ -257,7 +257,7 @@ def frame(name: str, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class Study:
+class RunTables:
     """Runs as pandas DataFrames, joined on `run_id` (and `cycle`).
 
     Attributes:
@@ -318,8 +318,8 @@ def load(
     batch: str | Sequence[str] | None = None,
     runs: str | Sequence[str] | None = None,
     storage: Storage | str | Path | None = None,
-) -> Study:
-    """Load runs as a `Study` of pandas DataFrames.
+) -> RunTables:
+    """Load runs as a `RunTables` of pandas DataFrames.
 
     Args:
         batch: A batch name, or several (their runs one after another).
@@ -329,7 +329,7 @@ def load(
             uses without flags (`CONTREACT_DB_URL`, else `CONTREACT_HOME` or `./runs`).
 
     Returns:
-        The study; its tables are documented on `Study`.
+        The runs' tables, documented on `RunTables`.
 
     Raises:
         MissingExtraError: pandas/pyarrow are not installed (`contreact[analysis]`).
@@ -338,5 +338,5 @@ def load(
     """
     require_pandas()
     engine = engine_for(as_storage(storage))
-    rows = study_rows(engine, select_runs(engine, _names(runs), _names(batch)))
-    return Study(**{name: frame(name, rows[name]) for name in TABLES})
+    rows = table_rows(engine, select_runs(engine, _names(runs), _names(batch)))
+    return RunTables(**{name: frame(name, rows[name]) for name in TABLES})

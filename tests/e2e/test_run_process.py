@@ -1,9 +1,8 @@
 """A batch's run processes are forked from a fork server, yet each lives by its own settings.
 
-The fork server imports the engine once, with the environment of the moment it starts;
-settings read at import (failpoints, the tally file, SQLite's busy timeout) would then be
-the first run's for every later one. A run process whose environment differs in them
-starts afresh instead, so a failpoint armed for one run process fires there and only there.
+The fork server imports the engine once, with the environment of the moment it starts. A
+run process is handed its own environment, and every setting is read when used, not when
+imported: a failpoint armed for one run process fires there and only there.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from contreact.engine.child import RunRequest
 from contreact.stub import StubServer
 from contreact.studies.fork_server import RunProcess
 from support.backends import Backend
@@ -37,10 +37,12 @@ def test_a_run_process_lives_by_its_own_failpoints(tmp_path: Path, sqlite_backen
                 encoding="utf-8",
             )
             log = tmp_path / f"{run_id}.out"
-            args = [*sqlite_backend.cli_args, "run", str(config), "--quiet"]
-            return RunProcess(args, {**os.environ, **env}, log).wait()
+            request = RunRequest(run_id, sqlite_backend.storage(), config_file=config)
+            return RunProcess(request, {**os.environ, **env}, log).wait()
 
         assert run("plain") == 0  # starts the fork server, no failpoint armed
         armed = run("armed", CONTREACT_FAILPOINTS="after-commit:c1:s0:llm")
         assert armed == -signal.SIGKILL
         assert run("plain-again") == 0  # the next one is not armed
+        log = (tmp_path / "plain.out").read_text(encoding="utf-8")
+        assert "cycle 1 reflection: " in log and "run plain completed" in log

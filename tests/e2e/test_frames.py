@@ -21,7 +21,7 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 import contreact
-from contreact.analysis.frames import TABLES, Study
+from contreact.analysis.frames import TABLES, RunTables
 from contreact.analysis.pei.evaluation import set_level
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.registry import get_run
@@ -40,7 +40,7 @@ MODELS = ("stub-a", "stub-b")
 class Made:
     backend: Backend
     run_ids: list[str]
-    study: Study
+    study: RunTables
 
 
 @pytest.fixture(scope="module")
