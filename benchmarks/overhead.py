@@ -635,7 +635,7 @@ class FloorBook:
         """Commit `effect`'s journal row (key, cycle, result), `batch`'s events and `memory`."""
         import json
 
-        from contreact.checkpoints.events import utc_now
+        from contreact.checkpoints.event_schema import utc_now
 
         mark = "?" if self.sqlite else "%s"
         parts: list[tuple[str, tuple[Any, ...]]] = []

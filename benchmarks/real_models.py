@@ -31,7 +31,7 @@ import yaml
 
 from contreact.analysis.format_health import run_health
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import read_events
+from contreact.checkpoints.event_store import read_events
 from contreact.checkpoints.storage import resolve_storage
 from contreact.cli.runs import real_demo_settings
 from contreact.nodes.prompts import system_text

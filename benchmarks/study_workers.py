@@ -41,7 +41,7 @@ from common import Figure, bench_storage, child_env, parser, print_table, report
 
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import dispose_engines, engine_for
-from contreact.checkpoints.events import read_events
+from contreact.checkpoints.event_store import read_events
 from contreact.checkpoints.storage import resolve_storage
 from contreact.stub import StubServer
 from contreact.studies.batch import load_batch

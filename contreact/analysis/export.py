@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 
 from contreact.analysis.metrics import cycle_table
 from contreact.analysis.runs import AnalysisInputError
-from contreact.checkpoints.events import iter_events
+from contreact.checkpoints.event_store import iter_events
 from contreact.checkpoints.registry import RunRecord, get_run
 from contreact.text.terminal import visible
 

@@ -25,7 +25,8 @@ from contreact.analysis.metrics import TABLE1_KEYS, cycle_table, run_summary
 from contreact.analysis.pei.results import PeiResult, stored_results
 from contreact.analysis.runs import select_runs
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import ToolCall, read_events
+from contreact.checkpoints.event_schema import ToolCall
+from contreact.checkpoints.event_store import read_events
 from contreact.checkpoints.fork import MEMORY_EVENTS, replay_event
 from contreact.checkpoints.registry import RunRecord
 from contreact.checkpoints.storage import Storage, resolve_storage

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 
 from contreact.analysis.runs import events_of_type
 from contreact.checkpoints.cycles import CycleRecord, cycle_records
-from contreact.checkpoints.events import LlmInvocation
+from contreact.checkpoints.event_schema import LlmInvocation
 from contreact.checkpoints.registry import RunRecord
 from contreact.ollama.server_numbers import number_or_zero
 from contreact.tools.registry import MEMORY_TOOLS, OPERATOR_TOOL

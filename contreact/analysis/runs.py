@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from contreact.checkpoints.events import STREAMED_ROWS
+from contreact.checkpoints.event_store import STREAMED_ROWS
 from contreact.checkpoints.registry import RunRecord, get_run, list_runs
 from contreact.checkpoints.schema import events
 

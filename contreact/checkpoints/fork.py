@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, select
 
-from contreact.checkpoints.events import Intervention, ToolCall
+from contreact.checkpoints.event_schema import Intervention, ToolCall
 from contreact.checkpoints.keys import position_of
 from contreact.checkpoints.schema import cycles, events, memories, similarity_keys
 from contreact.checkpoints.statements import insert_ignore, upsert

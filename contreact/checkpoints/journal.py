@@ -39,14 +39,9 @@ from sqlalchemy import Engine, bindparam, func, select
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import (
-    Event,
-    RecordSkipped,
-    event_row,
-    insert_events,
-    line_text,
-    mirror_lines,
-)
+from contreact.checkpoints.event_mirror import mirror_lines
+from contreact.checkpoints.event_schema import Event, RecordSkipped
+from contreact.checkpoints.event_store import event_row, insert_events, line_text
 from contreact.checkpoints.failpoints import failpoint
 from contreact.checkpoints.schema import events, journal
 from contreact.checkpoints.statements import Prepared, insert_ignore, named, upsert

@@ -36,7 +36,8 @@ from sqlalchemy import Engine, String, bindparam, select, text
 from sqlalchemy.exc import DBAPIError
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.events import Event, RunFork, sync_log, utc_now
+from contreact.checkpoints.event_mirror import sync_log
+from contreact.checkpoints.event_schema import Event, RunFork, utc_now
 from contreact.checkpoints.fork import ForkPoint, copy_history
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.schema import lineages

@@ -37,7 +37,7 @@ from langgraph.types import Command
 from sqlalchemy import Engine
 
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import sync_log
+from contreact.checkpoints.event_mirror import sync_log
 from contreact.checkpoints.fork import ForkPoint
 from contreact.checkpoints.lineage import Checkpoint, lineage_at
 from contreact.checkpoints.registry import (

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
-from contreact.checkpoints.events import utc_now
+from contreact.checkpoints.event_schema import utc_now
 
 # Re-exported: the registry's vocabulary, defined where the fast read can use it.
 from contreact.checkpoints.run_record import HEARTBEAT_S as HEARTBEAT_S

@@ -189,7 +189,7 @@ def _run_summary(run_id: str) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "process_alive": record.driven if record.status == "running" else None,
-        "log": str(data_dir / "logs" / f"{run_id}.jsonl"),  # as checkpoints.events.log_path
+        "log": str(data_dir / "logs" / f"{run_id}.jsonl"),  # as checkpoints.event_mirror.log_path
     }
 
 

@@ -21,14 +21,8 @@ from sqlalchemy import Engine
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for, fault_of
-from contreact.checkpoints.events import (
-    Event,
-    OperatorMessage,
-    Provenance,
-    count_events,
-    numbered,
-    payload_of,
-)
+from contreact.checkpoints.event_schema import Event, OperatorMessage, Provenance
+from contreact.checkpoints.event_store import count_events, numbered, payload_of
 from contreact.checkpoints.fencing import lease_lost
 from contreact.checkpoints.journal import BadRecordError, Ledger
 from contreact.checkpoints.persistence import Checkpointed, Latest, open_run

@@ -16,12 +16,8 @@ from typing import Any
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import (
-    Event,
-    HostChange,
-    RunFork,
-    numbered,
-)
+from contreact.checkpoints.event_schema import Event, HostChange, RunFork
+from contreact.checkpoints.event_store import numbered
 from contreact.checkpoints.fork import fork_run_history
 from contreact.checkpoints.journal import Ledger, skip_bad_records
 from contreact.checkpoints.registry import (

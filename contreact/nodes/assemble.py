@@ -21,9 +21,9 @@ from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import Note, NoteTail, recent_notes
-from contreact.checkpoints.events import ContextTrim, CycleStart, Event, RunStart
-from contreact.checkpoints.events import Extensions as ExtensionsRecord
-from contreact.checkpoints.events import Intervention as InterventionEvent
+from contreact.checkpoints.event_schema import ContextTrim, CycleStart, Event, RunStart
+from contreact.checkpoints.event_schema import Extensions as ExtensionsRecord
+from contreact.checkpoints.event_schema import Intervention as InterventionEvent
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.transactions import Tx
 from contreact.extensions.hooks import Extensions, applying, extensions_of

@@ -22,8 +22,8 @@ from langgraph.runtime import Runtime
 from sqlalchemy import select
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.events import Error, Event, HookAction, OperatorMessage, ToolCall
-from contreact.checkpoints.events import Intervention as InterventionEvent
+from contreact.checkpoints.event_schema import Error, Event, HookAction, OperatorMessage, ToolCall
+from contreact.checkpoints.event_schema import Intervention as InterventionEvent
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.schema import events
 from contreact.checkpoints.statements import Prepared, named

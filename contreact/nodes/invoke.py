@@ -20,7 +20,8 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.events import Error, Event, LlmInvocation, count_events
+from contreact.checkpoints.event_schema import Error, Event, LlmInvocation
+from contreact.checkpoints.event_store import count_events
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.transactions import Tx
 from contreact.extensions.hooks import extensions_of

@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.events import Event, ParseFailure
+from contreact.checkpoints.event_schema import Event, ParseFailure
 from contreact.extensions.hooks import extensions_of
 from contreact.graph.state import AgentState, Context, CycleStats, PendingCall, StateUpdate
 from contreact.nodes.answer_health import (

@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.cycles import CycleRecord, insert_cycle, recent_notes
-from contreact.checkpoints.events import CycleEnd, Event, RunEnd, Similarity
+from contreact.checkpoints.event_schema import CycleEnd, Event, RunEnd, Similarity
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.registry import complete_studio_run
 from contreact.checkpoints.similarity_index import insert_keys, lookup, similar_notes

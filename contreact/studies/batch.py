@@ -34,7 +34,8 @@ from pydantic import ValidationError
 
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import Error, read_events
+from contreact.checkpoints.event_schema import Error
+from contreact.checkpoints.event_store import read_events
 from contreact.checkpoints.private_files import open_private, private_dir
 from contreact.checkpoints.registry import RunNotFoundError, get_run
 from contreact.checkpoints.storage import Storage

@@ -137,7 +137,7 @@ def test_a_copied_thread_cannot_write_into_a_registered_run(
     import pytest
 
     from contreact.checkpoints.engines import engine_for
-    from contreact.checkpoints.events import read_events
+    from contreact.checkpoints.event_store import read_events
     from contreact.checkpoints.persistence import ForeignThreadError
     from contreact.checkpoints.saver import open_saver
     from contreact.graph import builder

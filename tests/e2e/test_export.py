@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import read_events
+from contreact.checkpoints.event_store import read_events
 from contreact.cli import app
 from contreact.config import parse_config
 from contreact.engine.runner import start_run

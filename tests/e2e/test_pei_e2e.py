@@ -25,7 +25,8 @@ from contreact.analysis.pei.instrument import load_instrument
 from contreact.analysis.pei.results import stored_results
 from contreact.analysis.report import build_report
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import log_path, read_events
+from contreact.checkpoints.event_mirror import log_path
+from contreact.checkpoints.event_store import read_events
 from contreact.checkpoints.registry import get_run, list_runs
 from contreact.checkpoints.schema import pei as pei_results
 from contreact.cli import app

@@ -42,7 +42,7 @@ def test_data_directory_and_files_are_owner_only(tmp_path: Path) -> None:
 
 def test_a_rebuilt_log_and_the_wal_files_stay_owner_only(tmp_path: Path) -> None:
     from contreact.checkpoints.engines import engine_for
-    from contreact.checkpoints.events import rebuild_log
+    from contreact.checkpoints.event_mirror import rebuild_log
     from contreact.checkpoints.private_files import open_private
 
     backend = Backend("sqlite", tmp_path / "runs")

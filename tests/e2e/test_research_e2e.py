@@ -16,7 +16,7 @@ import yaml
 
 from contreact.analysis.report import build_report
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import log_path
+from contreact.checkpoints.event_mirror import log_path
 from contreact.checkpoints.registry import get_run
 from contreact.config import ConfigError, parse_config
 from contreact.engine.runner import start_run

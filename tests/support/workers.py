@@ -92,7 +92,7 @@ def run_record(storage: Any, run_id: str) -> dict[str, Any]:
     """
     from contreact.checkpoints.cycles import cycle_records
     from contreact.checkpoints.engines import engine_for
-    from contreact.checkpoints.events import read_events
+    from contreact.checkpoints.event_store import read_events
     from contreact.tools.memory import memory_snapshot
     from support.runs import PER_DRIVE
 

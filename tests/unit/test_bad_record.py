@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import read_events
+from contreact.checkpoints.event_store import read_events
 from contreact.checkpoints.journal import BadRecordError, Ledger, skip_bad_records
 from contreact.checkpoints.storage import resolve_storage
 

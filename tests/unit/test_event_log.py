@@ -11,16 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import (
-    PAYLOADS,
-    CycleStart,
-    Event,
-    as_line,
-    line_text,
-    log_path,
-    read_events,
-    sync_log,
-)
+from contreact.checkpoints.event_mirror import log_path, sync_log
+from contreact.checkpoints.event_schema import PAYLOADS, CycleStart, Event
+from contreact.checkpoints.event_store import as_line, line_text, read_events
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.keys import cycle_start
 from contreact.checkpoints.storage import resolve_storage
@@ -149,7 +142,8 @@ def test_an_appended_line_is_the_line_a_rebuild_writes(
 def test_numbered_run_events_are_counted_without_reading_the_run(backend: Backend) -> None:
     # A resume numbers its PROVENANCE record (and a host change its HOST_CHANGE) by the
     # records before it; counted by type, that read all of a long run's events.
-    from contreact.checkpoints.events import HostChange, numbered
+    from contreact.checkpoints.event_schema import HostChange
+    from contreact.checkpoints.event_store import numbered
     from contreact.checkpoints.keys import host_change, provenance
 
     storage = backend.storage()
@@ -173,7 +167,8 @@ def test_numbered_run_events_are_counted_without_reading_the_run(backend: Backen
 
 def test_a_count_with_a_limit_stops_there(backend: Backend) -> None:
     # The operator policy counts a run's earlier messages only as far as its list of replies.
-    from contreact.checkpoints.events import OperatorMessage, count_events
+    from contreact.checkpoints.event_schema import OperatorMessage
+    from contreact.checkpoints.event_store import count_events
     from contreact.checkpoints.keys import operator_message
 
     storage = backend.storage()

@@ -258,7 +258,7 @@ def back_to_back(backend: Backend, patch: pytest.MonkeyPatch) -> tuple[Any, Engi
 
 
 def cycle_start(key: str) -> Any:
-    from contreact.checkpoints.events import CycleStart, Event
+    from contreact.checkpoints.event_schema import CycleStart, Event
 
     return Event(cycle=1, key=key, data=CycleStart(opening="hello"))
 

@@ -97,7 +97,7 @@ def test_an_old_near_duplicate_beyond_the_recent_window_is_found_by_the_index(
     tmp_path: Path,
 ) -> None:
     """Past `similarity.recent` reflections the index, not a scan, finds a repetition."""
-    from contreact.checkpoints.events import read_events
+    from contreact.checkpoints.event_store import read_events
 
     plan = "I stored my thoughts on recursion under the key topic-3, then listed my keys."
     notes = [

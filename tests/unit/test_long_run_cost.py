@@ -25,7 +25,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import read_events
+from contreact.checkpoints.event_store import read_events
 from contreact.checkpoints.persistence import Checkpointed
 from contreact.checkpoints.saver import open_saver
 from contreact.graph.state import Context, fresh_cycle

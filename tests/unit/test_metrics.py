@@ -25,7 +25,8 @@ from contreact.analysis.report import build_report
 from contreact.analysis.runs import AnalysisInputError, select_runs
 from contreact.checkpoints.cycles import CycleRecord
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import log_path, read_events
+from contreact.checkpoints.event_mirror import log_path
+from contreact.checkpoints.event_store import read_events
 from contreact.checkpoints.schema import runs
 from contreact.config import parse_config
 from contreact.engine.runner import start_run

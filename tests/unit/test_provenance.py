@@ -20,7 +20,7 @@ from contreact.analysis.report.methods import NOT_RECORDED, collect_methods
 from contreact.analysis.report.tables import methods_lines, provenance_table
 from contreact.checkpoints import keys
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import Event, RunStart
+from contreact.checkpoints.event_schema import Event, RunStart
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.registry import create_run, get_run
 from contreact.checkpoints.storage import resolve_storage

@@ -28,7 +28,7 @@ from langchain_core.messages import HumanMessage
 
 from contreact.analysis.metrics import CYCLE_METRICS, summarize_cycles
 from contreact.checkpoints.cycles import CycleRecord
-from contreact.checkpoints.events import LlmInvocation
+from contreact.checkpoints.event_schema import LlmInvocation
 from contreact.cli.progress import LineProgress
 from contreact.graph.state import Context, new_stats
 from contreact.nodes.invoke import ai_message, call_model, stats_after

@@ -27,7 +27,7 @@ from contreact.analysis.pei.results import PeiResult, pei_run_id, save_result, s
 from contreact.analysis.runs import AnalysisInputError
 from contreact.checkpoints.cycles import last_cycle
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.events import utc_now
+from contreact.checkpoints.event_schema import utc_now
 from contreact.checkpoints.registry import RunRecord
 from contreact.checkpoints.storage import Storage
 from contreact.config import Settings, validated
