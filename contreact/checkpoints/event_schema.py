@@ -186,15 +186,21 @@ class ToolCall(Payload):
     """One tool call the model made (run, refused or invalid) and what it returned."""
 
     event_type: ClassVar[EventType] = "TOOL_CALL"
+    optional: ClassVar[frozenset[str]] = frozenset({"model_parameters", "rewritten_by"})
     step: int = 0
     call_id: str = ""
     tool_name: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
+    """The arguments the call ran with (a hook's rewrite, if one rewrote them)."""
     output: str = ""
     error: bool = False
     refused: bool = False
     truncated: bool = False
     duration_s: float = 0.0
+    model_parameters: dict[str, Any] | None = None
+    """The arguments the model gave, when a hook rewrote them (else left out)."""
+    rewritten_by: list[str] | None = None
+    """The hooks that rewrote the arguments, in order (else left out)."""
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ class Settings(Strict):
     tools: ToolSettings = ToolSettings()
     """Which tools the model gets (built-ins, your own) and how they reach it."""
     hooks: list[str] = Field(default_factory=list)
-    """Objects called at points of the run, as `package.module:object` (`nodes.hooks`)."""
+    """Objects called at points of the run, as `package.module:object` (`extensions.hooks`)."""
     interventions: list[Intervention] = Field(default_factory=list)
     """Changes made at given cycles without code (an operator message, a memory wipe, a
     failing tool), each applied exactly once."""

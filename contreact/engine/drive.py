@@ -47,7 +47,8 @@ from contreact.errors import (
     RunAlreadyCompletedError,
     detail,
 )
-from contreact.extensions.hooks import HookError, extensions_of
+from contreact.extensions.hooks import HookError
+from contreact.extensions.loading import extensions_of
 from contreact.graph.state import AgentState, Context, fresh_cycle
 from contreact.graph.wiring import builder, recursion_limit
 from contreact.nodes.provenance import gather

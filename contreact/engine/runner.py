@@ -33,7 +33,7 @@ from contreact.config.files import apply_overrides, deep_merge
 from contreact.engine.drive import Handed, context_of, drive
 from contreact.engine.operator_policy import AskOperator
 from contreact.engine.outcome import Progress, RunOutcome
-from contreact.extensions.hooks import extensions_of
+from contreact.extensions.loading import extensions_of
 from contreact.graph.state import Context
 from contreact.nodes.provenance import gather
 from contreact.ollama.hosts import default_ollama_host

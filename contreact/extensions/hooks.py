@@ -1,25 +1,26 @@
-"""A run's extensions: its toolset, its hooks, and the calls that reach the hooks.
+"""Hooks: objects called at points of a run, and the typed answers a tool-call guard gives.
 
-Built once per run context from the config (`tools.add`, `tools.disable`, entry points,
-`hooks`) and what a Python caller handed over (`Context.extensions`). Hooks are called
-inside the journaled effect of the step they belong to (`Ledger.once`'s act): a step whose
-result is recorded does not call them again when it is replayed, and a hook that raises
-rolls its step back, so the run fails with one line (`HookError`) and `resume` after the
-fix runs the step afresh.
+A hook is called inside the journaled effect of the step it belongs to (`Ledger.once`'s
+act): a step whose result is recorded does not call it again when it is replayed, and a
+hook that raises rolls its step back, so the run fails with one line (`HookError`) and
+`resume` after the fix runs the step afresh.
+
+`before_tool_call` is a guard, so it fails closed: its answer is `None` (go on), `Veto`
+or `Rewrite` (or the dict forms `{"veto": reason}` and `{"args": {...}}`); anything else
+is a mistake in the hook, and the run stops before the tool runs, naming the hook and what
+it returned. A guard that let calls through on a typo would look like a guard and be none.
 """
 
 from __future__ import annotations
 
 import inspect
-import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from contreact.errors import detail
-from contreact.graph.state import Context
-from contreact.tools.custom import ExtensionError, from_config, from_python, identity, load_object
-from contreact.tools.registry import Toolset
+from contreact.text.messages import cut
+from contreact.tools.custom import identity
 
 HookPoint = Literal[
     "on_run_start",
@@ -36,11 +37,37 @@ HOOK_POINTS: tuple[HookPoint, ...] = get_args(HookPoint)
 
 
 class HookError(Exception):
-    """A hook raised: the step fails, the run fails with this one line."""
+    """A hook raised or answered what it may not: the step fails, the run fails with this line."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+@dataclass(frozen=True)
+class Veto:
+    """A `before_tool_call` answer: the call does not run; the model is told `reason`."""
+
+    reason: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str) or not self.reason.strip():
+            raise TypeError("Veto(reason) needs the reason as non-empty text")
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A `before_tool_call` answer: the call runs with `args` instead (later hooks see them)."""
+
+    args: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.args, Mapping) or not all(isinstance(k, str) for k in self.args):
+            raise TypeError("Rewrite(args) needs the arguments as a mapping of names to values")
+
+
+ToolCallAnswer = Veto | Rewrite | None
+"""What a `before_tool_call` hook may answer: veto, rewrite, or `None` to let the call run."""
 
 
 @dataclass(frozen=True)
@@ -72,114 +99,74 @@ class ToolDecision:
     args: dict[str, Any]
     vetoed_by: str | None = None
     reason: str = ""
-    rewritten_by: list[str] | None = None
+    rewritten_by: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Extensions:
-    """The toolset and hooks of one run."""
+def call_hooks(
+    hooks: Sequence[Hook], point: HookPoint, info: Mapping[str, Any]
+) -> list[tuple[Hook, Any]]:
+    """Call `point` on every hook that has it, in order; their answers.
 
-    toolset: Toolset
-    hooks: tuple[Hook, ...] = ()
-    disabled: tuple[str, ...] = ()
-
-    def call(self, point: HookPoint, info: Mapping[str, Any]) -> list[tuple[Hook, Any]]:
-        """Call `point` on every hook that has it, in order; their answers.
-
-        Raises:
-            HookError: a hook raised (one line naming it, the point and the error).
-        """
-        answers = []
-        for hook in self.hooks:
-            method = getattr(hook.obj, point, None)
-            if not callable(method):
-                continue
-            try:
-                answers.append((hook, method(dict(info))))
-            except Exception as exc:  # noqa: BLE001 - any hook failure fails the step
-                # What it said, not its class (`--debug` shows the traceback); the run's
-                # failure line adds how to go on once the hook is fixed.
-                raise HookError(
-                    f"hook {hook.source} {point} failed: {detail(exc)} (cycle {info.get('cycle')})"
-                ) from exc
-        return answers
-
-    def before_tool_call(self, info: Mapping[str, Any]) -> ToolDecision:
-        """Ask the before-tool hooks what to do with a call.
-
-        `{"veto": reason}` stops the call, `{"args": {...}}` changes its arguments (later
-        hooks see the change); anything else lets it run.
-        """
-        args = dict(info["args"])
-        rewritten: list[str] = []
-        for hook in self.hooks:
-            if not callable(getattr(hook.obj, "before_tool_call", None)):
-                continue
-            [(_, answer)] = Extensions(self.toolset, (hook,)).call(
-                "before_tool_call", {**info, "args": args}
-            )
-            if isinstance(answer, Mapping) and answer.get("veto") is not None:
-                return ToolDecision(args, hook.source, str(answer["veto"]), rewritten or None)
-            if isinstance(answer, Mapping) and isinstance(answer.get("args"), Mapping):
-                args = dict(answer["args"])
-                rewritten.append(hook.source)
-        return ToolDecision(args, rewritten_by=rewritten or None)
-
-    @property
-    def record(self) -> dict[str, Any] | None:
-        """The EXTENSIONS payload's fields; None for a run with nothing of its own."""
-        if not (self.toolset.custom or self.hooks or self.disabled):
-            return None
-        return {
-            "tools": [t.origin for t in self.toolset.custom.values()],
-            "hooks": [h.origin for h in self.hooks],
-            "disabled": list(self.disabled),
-        }
+    Raises:
+        HookError: a hook raised (one line naming it, the point and the error).
+    """
+    answers = []
+    for hook in hooks:
+        method = getattr(hook.obj, point, None)
+        if not callable(method):
+            continue
+        try:
+            answers.append((hook, method(dict(info))))
+        except Exception as exc:  # noqa: BLE001 - any hook failure fails the step
+            # What it said, not its class (`--debug` shows the traceback); the run's
+            # failure line adds how to go on once the hook is fixed.
+            raise HookError(
+                f"hook {hook.source} {point} failed: {detail(exc)} (cycle {info.get('cycle')})"
+            ) from exc
+    return answers
 
 
-def _hooks_of(ctx: Context) -> tuple[Hook, ...]:
-    loaded = [Hook(path, load_object(path, "hook")) for path in ctx.hooks]
-    handed = (ctx.extensions or {}).get("hooks") or ()
-    for obj in handed:
-        name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
-        loaded.append(Hook(f"{getattr(obj, '__module__', '?')}:{name}", obj))
-    for hook in loaded:
-        if not hook.points:
-            raise ExtensionError(
-                f"hook {hook.source!r} has none of the methods {', '.join(HOOK_POINTS)}"
-            )
-    return tuple(loaded)
+def tool_call_answer(hook: Hook, answer: object) -> ToolCallAnswer:
+    """A `before_tool_call` answer as its typed value; raises `HookError` for anything else."""
+    if answer is None or isinstance(answer, Veto | Rewrite):
+        return answer
+    if isinstance(answer, Mapping) and set(answer) == {"veto"}:
+        reason = answer["veto"]
+        if isinstance(reason, str) and reason.strip():
+            return Veto(reason)
+    if isinstance(answer, Mapping) and set(answer) == {"args"}:
+        args = answer["args"]
+        if isinstance(args, Mapping) and all(isinstance(k, str) for k in args):
+            return Rewrite(args)
+    raise HookError(
+        f"hook {hook.source} before_tool_call returned {cut(repr(answer), 200)}: a guard "
+        "answers None (the call runs), Veto(reason) or Rewrite(args) (or {'veto': reason} "
+        "or {'args': {...}}); the tool did not run"
+    )
 
 
-def build_extensions(ctx: Context) -> Extensions:
-    """The run's toolset and hooks, loaded now (import errors are `ExtensionError`s)."""
-    handed = ctx.extensions or {}
-    custom = [
-        *from_config(ctx.tools.add, entry_points=ctx.tools.entry_points),
-        *from_python(handed.get("tools") or ()),
-    ]
-    toolset = Toolset.of(ctx.tools.disable, custom)
-    return Extensions(toolset, _hooks_of(ctx), tuple(ctx.tools.disable))
+def before_tool_call(hooks: Sequence[Hook], info: Mapping[str, Any]) -> ToolDecision:
+    """Ask the before-tool hooks, in order, what to do with a call.
 
+    A veto stops the call; a rewrite changes its arguments for the hooks after it and for
+    the tool. Whatever else a hook answers stops the run before the tool runs.
 
-_built: dict[int, tuple[Context, Extensions]] = {}
-_lock = threading.Lock()
-_KEPT = 32
-
-
-def extensions_of(ctx: Context) -> Extensions:
-    """The extensions of `ctx`, built once per context object (a run's drive keeps one)."""
-    with _lock:
-        found = _built.get(id(ctx))
-        if found is not None and found[0] is ctx:
-            return found[1]
-    built = build_extensions(ctx)
-    with _lock:
-        # The context is kept with its entry, so its id cannot be reused while cached.
-        _built[id(ctx)] = (ctx, built)
-        while len(_built) > _KEPT:
-            _built.pop(next(iter(_built)))
-    return built
+    Raises:
+        HookError: a hook raised or answered something that is not a tool-call answer.
+    """
+    args = dict(info["args"])
+    rewritten: list[str] = []
+    for hook in hooks:
+        if not callable(getattr(hook.obj, "before_tool_call", None)):
+            continue
+        [(_, answer)] = call_hooks([hook], "before_tool_call", {**info, "args": args})
+        decided = tool_call_answer(hook, answer)
+        if isinstance(decided, Veto):
+            return ToolDecision(args, hook.source, decided.reason, rewritten)
+        if isinstance(decided, Rewrite):
+            args = dict(decided.args)
+            rewritten.append(hook.source)
+    return ToolDecision(args, rewritten_by=rewritten)
 
 
 def tool_call_info(
@@ -194,8 +181,3 @@ def tool_call_info(
         "args": dict(args),
         "key": key,
     }
-
-
-def applying(items: Sequence[Any], cycle: int, kind: str) -> list[tuple[int, Any]]:
-    """The interventions of `kind` that act in `cycle`, with their index in the config."""
-    return [(i, x) for i, x in enumerate(items) if x.kind == kind and x.applies_to(cycle)]

@@ -26,7 +26,8 @@ from contreact.checkpoints.event_schema import Extensions as ExtensionsRecord
 from contreact.checkpoints.event_schema import Intervention as InterventionEvent
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.transactions import Tx
-from contreact.extensions.hooks import Extensions, applying, extensions_of
+from contreact.extensions.interventions import applying
+from contreact.extensions.loading import Extensions, extensions_of
 from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.budgets import tools_offered
 from contreact.nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
@@ -61,7 +62,7 @@ def prompt_of(
         text_tools: Describe the tools in the system prompt (models without native tools).
         constrained: Introduce them for constrained mode (answers held to a JSON schema).
         reflection_schema: Ask for structured (JSON) reflections fitting it; None: text.
-        tool_schemas: The run's tools (`nodes.hooks`); None: the six built-ins.
+        tool_schemas: The run's tools (`extensions.loading`); None: the six built-ins.
     """
     return build_prompt(
         notes.notes,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -28,13 +29,9 @@ from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.schema import events
 from contreact.checkpoints.statements import Prepared, named
 from contreact.checkpoints.transactions import Tx
-from contreact.extensions.hooks import (
-    Extensions,
-    HookError,
-    applying,
-    extensions_of,
-    tool_call_info,
-)
+from contreact.extensions.hooks import HookError, tool_call_info
+from contreact.extensions.interventions import applying
+from contreact.extensions.loading import Extensions, extensions_of
 from contreact.graph.state import AgentState, Context, CycleStats, PendingCall, StateUpdate
 from contreact.nodes.budgets import refusal, truncate_output
 from contreact.nodes.step import ledger_of, node
@@ -106,6 +103,16 @@ def _tally(
     }
 
 
+@dataclass
+class _AsRun:
+    """The call as it runs: the model's, or a before-tool hook's rewrite of its arguments."""
+
+    call: PendingCall
+    model_args: dict[str, Any] | None = None
+    """The model's arguments, when hooks rewrote them."""
+    rewritten_by: list[str] = field(default_factory=list)
+
+
 def _run_call(
     ledger: Ledger,
     ctx: Context,
@@ -122,6 +129,7 @@ def _run_call(
     """
     key = keys.tool_call(cycle, step, index)
     extensions = extensions_of(ctx)
+    as_run = _AsRun(call)
 
     def act(conn: Tx) -> tuple[dict[str, Any], list[Event]]:
         started = time.monotonic()
@@ -133,12 +141,11 @@ def _run_call(
             key=f"{ledger.run_id}:{key}",
         )
         batch: list[Event] = []
-        ran_call = call
         if refused:
             outcome, ran = ToolResult(refused, True), False
         else:
-            outcome, ran_call, ran = _run_extended(
-                extensions, ctx, session, (cycle, step, index), call, batch
+            outcome, ran = _run_extended(
+                extensions, ctx, session, (cycle, step, index), as_run, batch
             )
         output = truncate_output(outcome.output, ctx.limits.tool_output_chars)
         batch.insert(
@@ -147,7 +154,7 @@ def _run_call(
                 cycle,
                 step,
                 key,
-                ran_call,
+                as_run,
                 output,
                 outcome.error,
                 refused is not None,
@@ -177,7 +184,7 @@ def _run_call(
     except Exception as exc:  # noqa: BLE001 - reported to the model and logged as ERROR
         # The tool's transaction rolled back, so nothing it did persists; record the failure
         # so the model hears about it and the run goes on.
-        return ledger.commit(key, cycle, _failure(cycle, step, index, call, exc))
+        return ledger.commit(key, cycle, _failure(cycle, step, index, as_run, exc))
 
 
 def _run_extended(
@@ -185,16 +192,18 @@ def _run_extended(
     ctx: Context,
     session: ToolSession,
     where: tuple[int, int, int],
-    call: PendingCall,
+    as_run: _AsRun,
     batch: list[Event],
-) -> tuple[ToolResult, PendingCall, bool]:
-    """Run a call past the hooks and interventions: (its result, the call as run, ran).
+) -> tuple[ToolResult, bool]:
+    """Run a call past the hooks and interventions: (its result, whether the tool ran).
 
     A before-tool hook may veto the call (not run; the model is told why) or change its
-    arguments (run so; the model is told); a `tool_fails` intervention answers the call
-    with its error instead of running it. Each adds its event to `batch`.
+    arguments (run so; the model is told, and `as_run` keeps both); a `tool_fails`
+    intervention answers the call with its error instead of running it. Each adds its
+    event to `batch`.
     """
     cycle, step, index = where
+    call = as_run.call
     name = call["name"]
     info = tool_call_info(cycle, step, index, name, call["args"], session.key)
     decision = extensions.before_tool_call(info)
@@ -216,7 +225,9 @@ def _run_extended(
         )
         shown = json.dumps(decision.args, ensure_ascii=False)
         note = f"(A hook changed this call's arguments to {shown}.) "
-        call = {**call, "args": decision.args}
+        as_run.model_args = dict(call["args"])
+        as_run.rewritten_by = list(decision.rewritten_by)
+        call = as_run.call = {**call, "args": decision.args}
     if decision.vetoed_by is not None:
         batch.append(
             Event(
@@ -233,7 +244,7 @@ def _run_extended(
             )
         )
         text = f"Error: this call of {name} was vetoed and did not run: {decision.reason}."
-        return ToolResult(text, True), call, False
+        return ToolResult(text, True), False
     failing = applying(ctx.interventions, cycle, "tool_fails")
     failing = [(i, x) for i, x in failing if x.tool_fails.tool == name]
     if failing:
@@ -252,20 +263,20 @@ def _run_extended(
                 ),
             )
         )
-        return ToolResult(f"Error: {error}", True), call, False
+        return ToolResult(f"Error: {error}", True), False
     outcome = extensions.toolset.run(name, call["args"], session)
     extensions.call(
         "after_tool_call",
         {**info, "args": call["args"], "output": outcome.output, "error": outcome.error},
     )
-    return ToolResult(note + outcome.output, outcome.error), call, True
+    return ToolResult(note + outcome.output, outcome.error), True
 
 
 def _tool_event(
     cycle: int,
     step: int,
     key: str,
-    call: PendingCall,
+    as_run: _AsRun,
     output: str,
     error: bool,
     refused: bool,
@@ -273,7 +284,8 @@ def _tool_event(
     truncated: bool = False,
     seconds: float = 0.0,
 ) -> Event:
-    """The TOOL_CALL event of one call."""
+    """The TOOL_CALL event of one call: the arguments it ran with, and the model's if rewritten."""
+    call = as_run.call
     return Event(
         cycle,
         key,
@@ -287,24 +299,35 @@ def _tool_event(
             refused=refused,
             truncated=truncated,
             duration_s=round(seconds, 4),
+            model_parameters=as_run.model_args,
+            rewritten_by=as_run.rewritten_by or None,
         ),
     )
 
 
 def _failure(
-    cycle: int, step: int, index: int, call: PendingCall, exc: Exception
+    cycle: int, step: int, index: int, as_run: _AsRun, exc: Exception
 ) -> Callable[[Tx], tuple[dict[str, Any], list[Event]]]:
-    """The journal entry and events of a tool that raised unexpectedly."""
+    """The journal entry and events of a tool that raised unexpectedly.
+
+    When a hook rewrote the arguments, the error names the hook: the tool ran with its
+    arguments, not the model's.
+    """
+    name = as_run.call["name"]
     reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'}"
-    output = f"Error: the tool {call['name']} failed unexpectedly ({reason}). Nothing was changed."
+    if as_run.rewritten_by:
+        hooks = ", ".join(as_run.rewritten_by)
+        reason += f" (with the arguments hook {hooks} rewrote)"
+    output = f"Error: the tool {name} failed unexpectedly ({reason}). Nothing was changed."
 
     def act(_conn: Tx) -> tuple[dict[str, Any], list[Event]]:
+        key = keys.tool_call(cycle, step, index)
         return {"output": output, "error": True, "ran": True}, [
-            _tool_event(cycle, step, keys.tool_call(cycle, step, index), call, output, True, False),
+            _tool_event(cycle, step, key, as_run, output, True, False),
             Event(
                 cycle,
                 keys.tool_error(cycle, step, index),
-                Error(step=step, kind="tool_error", message=reason, tool_name=call["name"]),
+                Error(step=step, kind="tool_error", message=reason, tool_name=name),
             ),
         ]
 

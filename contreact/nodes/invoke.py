@@ -24,7 +24,7 @@ from contreact.checkpoints.event_schema import Error, Event, LlmInvocation
 from contreact.checkpoints.event_store import count_events
 from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.transactions import Tx
-from contreact.extensions.hooks import extensions_of
+from contreact.extensions.loading import extensions_of
 from contreact.graph.state import AgentState, Context, CycleStats, StateUpdate
 from contreact.nodes.answer_health import answer_flags
 from contreact.nodes.assemble import notes_for_prompt, prompt_of

@@ -24,7 +24,7 @@ from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
 from contreact.checkpoints.event_schema import Event, ParseFailure
-from contreact.extensions.hooks import extensions_of
+from contreact.extensions.loading import extensions_of
 from contreact.graph.state import AgentState, Context, CycleStats, PendingCall, StateUpdate
 from contreact.nodes.answer_health import (
     ECHO_FLAG,

@@ -20,7 +20,7 @@ from contreact.checkpoints.journal import Ledger
 from contreact.checkpoints.registry import complete_studio_run
 from contreact.checkpoints.similarity_index import insert_keys, lookup, similar_notes
 from contreact.checkpoints.transactions import Tx
-from contreact.extensions.hooks import extensions_of
+from contreact.extensions.loading import extensions_of
 from contreact.graph.state import AgentState, Context, StateUpdate, fresh_cycle
 from contreact.nodes.similarity import (
     EMBED_TIMEOUT_S,

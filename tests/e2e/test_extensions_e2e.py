@@ -201,3 +201,106 @@ def test_a_hook_that_raises_fails_the_run_in_one_line_and_resume_completes_after
         [c.replace("ref:", "hooked:") for c in reference_calls] + ["hooked:c2:s1:t0"]
     )
     assert (hooks / "cycles.txt").read_text().split() == ["1", "2", "3"]
+
+
+GUARDS = """
+from contreact.extensions.hooks import Rewrite
+
+
+class Rename:
+    def before_tool_call(self, call):
+        if call["name"] == "write":
+            return Rewrite({**call["args"], "key": "guarded-" + call["args"]["key"]})
+        return None
+
+
+class Oversize:
+    def before_tool_call(self, call):
+        if call["name"] == "write":
+            return {"args": {**call["args"], "value": "x" * 100}}
+        return None
+
+
+class Mistaken:
+    def before_tool_call(self, call):
+        return "veto please"
+
+
+rename, oversize, mistaken = Rename(), Oversize(), Mistaken()
+"""
+
+
+def test_tool_call_records_the_arguments_that_ran_and_a_rewrite_s_failure_names_the_hook(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "guards.py").write_text(GUARDS)
+    env = {"PYTHONPATH": str(hooks)}
+    script = {1: [call("write", key="k", value="v"), "Reflection 1."]}
+    with scripted_stub(script) as server:
+        common: dict[str, Any] = {
+            "cycles": 1,
+            "ollama": {"host": server.url},
+            "tools": {"entry_points": False},
+            "limits": {"memory_value_chars": 10},
+        }
+        renamed = write_config(
+            tmp_path / "a.yaml", sqlite_backend, run_id="renamed", hooks=["guards:rename"], **common
+        )
+        assert cli(sqlite_backend, "run", str(renamed), env=env).returncode == 0
+    [ran] = [
+        e["payload"] for e in read_log(sqlite_backend, "renamed") if e["event_type"] == "TOOL_CALL"
+    ]
+    assert ran["parameters"] == {"key": "guarded-k", "value": "v"}
+    assert ran["model_parameters"] == {"key": "k", "value": "v"}
+    assert ran["rewritten_by"] == ["guards:rename"]
+
+    script = {1: [call("write", key="k", value="v"), "Reflection 1."]}
+    with scripted_stub(script) as server:
+        common["ollama"] = {"host": server.url}
+        oversize = write_config(
+            tmp_path / "b.yaml",
+            sqlite_backend,
+            run_id="oversize",
+            hooks=["guards:oversize"],
+            **common,
+        )
+        assert cli(sqlite_backend, "run", str(oversize), env=env).returncode == 0
+    log = read_log(sqlite_backend, "oversize")
+    [ran] = [e["payload"] for e in log if e["event_type"] == "TOOL_CALL"]
+    # The memory tool refused the hook's value, not the model's: the result says so.
+    assert ran["parameters"]["value"] == "x" * 100 and ran["model_parameters"]["value"] == "v"
+    assert ran["error"] and ran["rewritten_by"] == ["guards:oversize"]
+
+
+def test_a_mistaken_guard_fails_the_run_in_one_line_and_the_tool_never_runs(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "guards.py").write_text(GUARDS)
+    env = {"PYTHONPATH": str(hooks)}
+    script = {1: [call("write", key="k", value="v"), "Reflection 1."]}
+    with scripted_stub(script) as server:
+        config = write_config(
+            tmp_path / "c.yaml",
+            sqlite_backend,
+            run_id="mistaken",
+            cycles=1,
+            ollama={"host": server.url},
+            tools={"entry_points": False},
+            hooks=["guards:mistaken"],
+        )
+        failed = cli(sqlite_backend, "run", str(config), env=env)
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines() == [
+        "contreact: run mistaken failed: hook guards:mistaken before_tool_call returned "
+        "'veto please': a guard answers None (the call runs), Veto(reason) or Rewrite(args) "
+        "(or {'veto': reason} or {'args': {...}}); the tool did not run; once that is fixed, "
+        "`contreact resume mistaken` continues it"
+    ]
+    log = read_log(sqlite_backend, "mistaken")
+    assert not [e for e in log if e["event_type"] == "TOOL_CALL"]
+    memory = cli(sqlite_backend, "memory", "mistaken", "--json")
+    assert memory.returncode == 0 and '"k"' not in memory.stdout
