@@ -26,7 +26,7 @@ from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.similarity_index import insert_keys, similar_notes
 from contreact.checkpoints.storage import resolve_storage
 from contreact.config.sections import SimilaritySettings
-from contreact.nodes.assemble import in_reach, reach_chars
+from contreact.nodes.notes import in_reach, reach_chars
 from contreact.nodes.prompts import build_prompt
 from contreact.nodes.similarity import assess, index_keys
 

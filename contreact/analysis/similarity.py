@@ -24,11 +24,11 @@ from contreact.nodes.similarity import (
     LEXICAL_METHOD,
     char_ngrams,
     dense_cosine,
-    embed,
     embedding_failure,
     ratio,
     weighted,
 )
+from contreact.ollama.embeddings import embed
 
 
 @functools.lru_cache(maxsize=4096)

@@ -250,7 +250,8 @@ def batch(
     queue = None
     if not where.is_sqlite:
         from contreact.errors import detail
-        from contreact.studies.queue import StudyQueue, prepare
+        from contreact.studies.queue import prepare
+        from contreact.studies.worker import Worker
 
         try:
             prepare(where)
@@ -259,8 +260,8 @@ def batch(
                 f"batch {spec.name} not started: the study queue in {where.shown} cannot be "
                 f"made ready: {where.redact(detail(exc))}"
             ) from None
-        queue = StudyQueue(where)
-        enqueued = queue.enqueue(spec)
+        queue = Worker(where)
+        enqueued = queue.queue.enqueue(spec)
         lines.print(
             f"batch {spec.name}: {len(enqueued.queued)} queued, {len(enqueued.waiting)} "
             f"already queued or running, {len(enqueued.finished)} completed",
@@ -320,7 +321,8 @@ def worker(
             "`contreact batch CONFIG` drives a study on this machine)"
         )
     from contreact.checkpoints.fencing import worker_name
-    from contreact.studies.queue import StudyQueue, prepare
+    from contreact.studies.queue import prepare
+    from contreact.studies.worker import Worker
 
     prepare(where)
 
@@ -328,5 +330,5 @@ def worker(
         out.print(f"  {run_id}: {what}", markup=False)
 
     out.print(f"worker {worker_name()}: taking queued runs, {parallel} at a time", markup=False)
-    StudyQueue(where, notify).work(parallel=parallel, forever=forever)
+    Worker(where, notify).work(parallel=parallel, forever=forever)
     out.print(f"worker {worker_name()}: every queued run is finished", markup=False)

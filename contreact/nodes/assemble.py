@@ -1,7 +1,7 @@
 """assemble: open the cycle if it has not started, and fit the next prompt into `num_ctx`.
 
-`prompt_of` builds the whole prompt of the next model call from the state (with the
-section builders of `nodes.prompts`); `invoke` sends exactly that. This node decides what
+`nodes.notes.prompt_of` builds the whole prompt of the next model call from the state (with
+the section builders of `nodes.prompts`); `invoke` sends exactly that. This node decides what
 the state holds when it is rendered. When the prompt would exceed `num_ctx`
 minus the output reserve, the oldest turns of the current cycle go first (a tool-call
 message and its results go together; the system message and the cycle's opening turn
@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph.runtime import Runtime
 
 from contreact.checkpoints import keys
-from contreact.checkpoints.cycles import Note, NoteTail, recent_notes
 from contreact.checkpoints.event_schema import ContextTrim, CycleStart, Event, RunStart
 from contreact.checkpoints.event_schema import Extensions as ExtensionsRecord
 from contreact.checkpoints.event_schema import Intervention as InterventionEvent
@@ -30,116 +27,18 @@ from contreact.extensions.interventions import applying
 from contreact.extensions.loading import Extensions, extensions_of
 from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.budgets import tools_offered
-from contreact.nodes.prompts import build_prompt, opening_turn, reflections_section, system_text
+from contreact.nodes.notes import in_reach, notes_for_prompt
+from contreact.nodes.prompts import opening_turn, system_text
 from contreact.nodes.provenance import gather
-from contreact.nodes.step import engine_of, ledger_of, node
+from contreact.nodes.step import ledger_of, node
 from contreact.ollama.tool_mode import TEXT_MODES, decide_tool_mode
 from contreact.text.context_budget import fit_reflections, plan_trim
 from contreact.text.tokens import estimate_tokens
 from contreact.tools.memory import clear_memory
 from contreact.tools.registry import TOOL_SCHEMAS
 
-
-def prompt_of(
-    state: AgentState,
-    notes: NoteTail,
-    *,
-    text_tools: bool,
-    constrained: bool = False,
-    reflection_schema: Mapping[str, Any] | None = None,
-    tool_schemas: Sequence[dict[str, Any]] | None = None,
-) -> list[BaseMessage]:
-    """The whole prompt of the next model call: one system message, then the cycle.
-
-    A pure function of checkpointed state, the finished cycles' notes (rows that never
-    change) and the run's reflection schema (fixed in its stored config), so a call
-    replayed after a resume is sent byte for byte as before.
-
-    Args:
-        state: The run's state after this node's update.
-        notes: The newest notes of the cycles before `state.cycle`, reaching back to
-            `state.reflections_from` (`notes_for_prompt`).
-        text_tools: Describe the tools in the system prompt (models without native tools).
-        constrained: Introduce them for constrained mode (answers held to a JSON schema).
-        reflection_schema: Ask for structured (JSON) reflections fitting it; None: text.
-        tool_schemas: The run's tools (`extensions.loading`); None: the six built-ins.
-    """
-    return build_prompt(
-        notes.notes,
-        state.messages,
-        first_cycle=state.reflections_from,
-        older=notes.older,
-        advisory=state.advisory,
-        task=state.task,
-        text_tools=text_tools,
-        constrained=constrained,
-        reflection_schema=reflection_schema,
-        tool_schemas=tool_schemas,
-    )
-
-
 TOOLS_TOKENS = estimate_tokens(json.dumps(TOOL_SCHEMAS))
 """What the tool definitions cost in the prompt (Ollama renders them into it)."""
-
-
-@lru_cache(maxsize=4096)
-def note_tokens(note: Note, tasked: bool) -> int:
-    """What one earlier note costs in the prompt.
-
-    Notes never change, so each is estimated once per process (keyed by the note, its
-    text's hash included) instead of at every step. Only the notes within reach of the
-    window are asked for again (about 50 at num_ctx 4096, 2,000 of 250 characters at
-    131072), so the cache holds 4,096: enough for them, not a note for every cycle run.
-    """
-    return estimate_tokens(reflections_section([note], tasked=tasked))
-
-
-def reach_chars(budget: int) -> int:
-    """Reflection characters that surely cost more than `budget` tokens.
-
-    The estimate (`text.tokens`) counts at least one token per 4 characters of any
-    script, and a note costs at least its reflection's estimate: notes older than this
-    many characters back can never be shown, so they are never read.
-    """
-    return 4 * max(budget, 0) + 4
-
-
-def notes_for_prompt(ctx: Context, run_id: str, cycle: int, since: int | None = None) -> NoteTail:
-    """The newest notes before `cycle` that a prompt of `ctx`'s window could show."""
-    budget = ctx.num_ctx - ctx.limits.output_reserve_tokens
-    chars = reach_chars(budget)
-    return recent_notes(engine_of(ctx), run_id, before=cycle, chars=chars, since=since)
-
-
-_reached: list[tuple[tuple[Any, ...], tuple[NoteTail, tuple[int, ...]]]] = []
-"""The last `in_reach` answer and what it was asked: every step of a cycle asks the same."""
-
-
-def in_reach(notes: NoteTail, budget: int, tasked: bool) -> tuple[NoteTail, tuple[int, ...]]:
-    """The newest notes up to the first whose cost passes `budget`, and their token costs.
-
-    Walking back from the newest note touches only the notes a prompt could show (plus
-    the one that does not fit), whatever the length of the run: a note beyond them could
-    only be left out.
-    """
-    # Keyed by the tail's identity (the cached tuple, held here so its id stays unique).
-    asked = (notes.notes, notes.older, budget, tasked)
-    last = _reached[0] if _reached else None  # one read: another run's thread may replace it
-    if last is not None and last[0][0] is notes.notes and last[0][1:] == asked[1:]:
-        return last[1]
-    costs: list[int] = []
-    total = 0
-    for note in reversed(notes.notes):
-        cost = note_tokens(note, tasked)
-        costs.append(cost)
-        total += cost
-        if total > budget:
-            break
-    kept = len(costs)
-    shown = notes.notes[len(notes.notes) - kept :]
-    answer = NoteTail(notes.older + len(notes.notes) - kept, shown), tuple(reversed(costs))
-    _reached[:] = [(asked, answer)]
-    return answer
 
 
 def run_start(
@@ -169,7 +68,14 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     messages = list(state.messages)
     tool_mode, decided = state.tool_mode, None
     if not tool_mode:
-        decided = ledger.once(keys.TOOL_MODE, cycle, lambda _conn: (decide_tool_mode(ctx), []))
+        decided = ledger.once(
+            keys.TOOL_MODE,
+            cycle,
+            lambda _conn: (
+                decide_tool_mode(ctx.tools.mode, ctx.host, ctx.model, ctx.ollama.timeout_s),
+                [],
+            ),
+        )
         tool_mode = update["tool_mode"] = decided["mode"]
     extensions = extensions_of(ctx)
     if not messages:

@@ -27,9 +27,9 @@ from contreact.checkpoints.transactions import Tx
 from contreact.extensions.loading import extensions_of
 from contreact.graph.state import AgentState, Context, CycleStats, StateUpdate
 from contreact.nodes.answer_health import answer_flags
-from contreact.nodes.assemble import notes_for_prompt, prompt_of
 from contreact.nodes.budgets import tools_offered
 from contreact.nodes.constrained_format import answer_schema
+from contreact.nodes.notes import notes_for_prompt, prompt_of
 from contreact.nodes.step import ledger_of, node
 from contreact.nodes.storable import storable
 from contreact.ollama.client import (

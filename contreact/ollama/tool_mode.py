@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 import httpx
 
-from contreact.graph.state import Context
 from contreact.ollama.credentials import ollama_auth
 
 Mode = Literal["native", "text", "constrained"]
@@ -46,16 +45,16 @@ def model_capabilities(host: str, model: str, timeout_s: float) -> list[str] | N
     return [str(c) for c in caps] if isinstance(caps, list) else None
 
 
-def decide_tool_mode(ctx: Context) -> dict[str, Any]:
+def decide_tool_mode(configured: str, host: str, model: str, timeout_s: float) -> dict[str, Any]:
     """The run's tool mode and why: the configured one, or in `auto` the capabilities'.
 
     An `auto` run whose server does not report capabilities (older Ollama, or
     unreachable right now) starts native; a 400 "does not support tools" switches it to
     text later (see `invoke`).
     """
-    if ctx.tools.mode != "auto":
-        return {"mode": ctx.tools.mode, "configured": ctx.tools.mode, "capabilities": None}
-    caps = model_capabilities(ctx.host, ctx.model, ctx.ollama.timeout_s)
+    if configured != "auto":
+        return {"mode": configured, "configured": configured, "capabilities": None}
+    caps = model_capabilities(host, model, timeout_s)
     mode: Mode = "text" if caps is not None and "tools" not in caps else "native"
     return {"mode": mode, "configured": "auto", "capabilities": caps}
 

@@ -15,20 +15,15 @@ wakes: each delivery therefore takes the run's lease (`checkpoints.fencing`) and
 database refuses the old holder's writes.
 
 The job table is the queue's bookkeeping; whether a run is done is the run registry's
-word. Every worker sweeps (`SWEEP_S`): it retries stalled jobs and re-queues a run that is
-neither finished, nor driven, nor queued (its job was lost, or settled by a worker that
-had lost it). A worker stops once every run of the studies it serves is finished, unless
-it serves forever.
+word. Workers (`studies.worker`) take the jobs and sweep the queue.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -36,25 +31,15 @@ from sqlalchemy import Engine, select, text
 
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.fencing import (
-    fenced_env,
     install_fences,
-    release_lease,
-    take_lease,
-    worker_name,
 )
-from contreact.checkpoints.registry import RunNotFoundError, get_run
 from contreact.checkpoints.run_record import record_from_row
 from contreact.checkpoints.saver import open_saver
 from contreact.checkpoints.schema import runs
 from contreact.checkpoints.storage import Storage
 from contreact.studies.batch import (
-    BatchRunner,
     BatchSpec,
-    PlannedRun,
-    describe,
-    host_answers,
 )
-from contreact.studies.fork_server import warm
 
 TASK = "contreact.drive_run"
 QUEUE_PREFIX = "contreact.study."
@@ -120,7 +105,7 @@ class Enqueued:
     """Runs already completed, or paused for the operator (`contreact reply` goes on)."""
 
 
-def _newest_jobs(
+def newest_jobs(
     engine: Engine, *, run_ids: Iterable[str] | None = None, queues: list[str] | None = None
 ) -> list[tuple[str, str, dict[str, Any]]]:
     """Each run's newest job: (run id, status, job args), of `run_ids` or of `queues`."""
@@ -139,7 +124,7 @@ def _newest_jobs(
     return [(str(lock), str(status), args) for lock, status, args in rows]
 
 
-def _run_states(engine: Engine, run_ids: Iterable[str]) -> dict[str, tuple[str, bool]]:
+def run_states(engine: Engine, run_ids: Iterable[str]) -> dict[str, tuple[str, bool]]:
     """Each registered run's status and whether a live process drives it, in one read."""
     with engine.connect() as conn:
         rows = conn.execute(select(runs).where(runs.c.run_id.in_(list(run_ids)))).mappings()
@@ -147,9 +132,9 @@ def _run_states(engine: Engine, run_ids: Iterable[str]) -> dict[str, tuple[str, 
     return {r.run_id: (r.status, r.status == "running" and r.driven) for r in records}
 
 
-def _run_state(engine: Engine, run_id: str) -> tuple[str | None, bool]:
+def run_state(engine: Engine, run_id: str) -> tuple[str | None, bool]:
     """The run's registry status (None: not started) and whether a live process drives it."""
-    return _run_states(engine, [run_id]).get(run_id, (None, False))
+    return run_states(engine, [run_id]).get(run_id, (None, False))
 
 
 def unqueue(storage: Storage, run_id: str) -> int:
@@ -169,34 +154,33 @@ def unqueue(storage: Storage, run_id: str) -> int:
         )
 
 
-def _settled_elsewhere(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """Asyncio's report of a task's unretrieved exception, except the one a takeover causes.
-
-    A worker whose lease passed on settles its job late, after the worker that took the
-    run over settled it: procrastinate refuses ("Job was not found or not in ... status")
-    and, from a task nobody awaits, asyncio would print the traceback. The run's truth is
-    in the registry and the lease; that refusal is expected and says nothing new.
-    """
-    exc = context.get("exception")
-    cause = exc.__cause__ if exc is not None else None
-    if cause is not None and "Job was not found or not in" in str(cause):
-        return
-    loop.default_exception_handler(context)
+def _not_here(*_args: Any, **_kwargs: Any) -> None:
+    raise RuntimeError("this process only puts runs on the queue; a worker takes them")
 
 
 class StudyQueue:
-    """The queue of one storage: enqueue studies, and work on them."""
+    """The queue of one storage: put studies' runs on it (a `Worker` takes them)."""
 
-    def __init__(self, storage: Storage, notify: Notify | None = None) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        notify: Notify | None = None,
+        job: Callable[..., Awaitable[None]] | None = None,
+    ) -> None:
+        """The queue in `storage`'s database.
+
+        Args:
+            storage: A PostgreSQL storage.
+            notify: Told what happens to a run (run id, what).
+            job: What takes a run's job (a worker's); None in a process that only enqueues.
+        """
         from procrastinate import App, PsycopgConnector
 
         self.storage = storage
         self.engine = engine_for(storage)
         self.notify: Notify = notify or (lambda _run, _what: None)
         self.app = App(connector=PsycopgConnector(conninfo=storage.libpq_url))
-        self.runners: set[BatchRunner] = set()
-        """The jobs' runners, whose run processes a stopped worker stops."""
-        self.app.task(name=TASK, pass_context=True)(self._job)
+        self.app.task(name=TASK, pass_context=True)(job or _not_here)
 
     # Enqueueing ---------------------------------------------------------------------------
 
@@ -211,9 +195,9 @@ class StudyQueue:
     async def _enqueue(self, spec: BatchSpec, which: list[str]) -> Enqueued:
         from procrastinate.exceptions import AlreadyEnqueued
 
-        newest = await asyncio.to_thread(_newest_jobs, self.engine, run_ids=which)
+        newest = await asyncio.to_thread(newest_jobs, self.engine, run_ids=which)
         jobs = {run_id: status for run_id, status, _ in newest}
-        states = await asyncio.to_thread(_run_states, self.engine, which)
+        states = await asyncio.to_thread(run_states, self.engine, which)
         queued, waiting, finished = [], [], []
         for planned in spec.runs:
             if planned.run_id not in which:
@@ -241,218 +225,3 @@ class StudyQueue:
             except AlreadyEnqueued:
                 waiting.append(planned.run_id)
         return Enqueued(queued, waiting, finished)
-
-    # Working ------------------------------------------------------------------------------
-
-    def work(
-        self,
-        *,
-        parallel: int,
-        studies: list[BatchSpec] | None = None,
-        forever: bool = False,
-    ) -> None:
-        """Take queued runs (of `studies`, or of any study) until they are all finished.
-
-        While other workers still hold runs, this one waits, so that it can take over any
-        whose lease lapses. `forever`: keep waiting for new studies.
-        """
-        self.specs = {s.name: s for s in studies or []}
-        asyncio.run(self._work(parallel, studies, forever))
-
-    async def _work(self, parallel: int, studies: list[BatchSpec] | None, forever: bool) -> None:
-        loop = asyncio.get_running_loop()
-        loop.set_exception_handler(_settled_elsewhere)
-        # Each job waits on its child in a thread: enough threads for every slot.
-        from concurrent.futures import ThreadPoolExecutor
-
-        loop.set_default_executor(ThreadPoolExecutor(max_workers=parallel + 4))
-        queues = [queue_of(s.name) for s in studies] if studies else None
-        warm()  # the run processes' fork server imports the engine while the worker starts
-        self._changed = asyncio.Event()
-        async with self.app.open_async():
-            worker = asyncio.create_task(
-                self.app.run_worker_async(
-                    queues=queues,  # type: ignore[arg-type]  # None: every queue
-                    concurrency=parallel,
-                    name=worker_name(),
-                    wait=True,
-                    install_signal_handlers=False,
-                    update_heartbeat_interval=HEARTBEAT_S,
-                    stalled_worker_timeout=LEASE_S,
-                    fetch_job_polling_interval=WAIT_S,
-                    delete_jobs="never",
-                )
-            )
-            stop = asyncio.Event()
-
-            def stopping() -> None:
-                stop.set()
-                self._changed.set()
-
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stopping)
-            stopped = True  # until the loop below ends by itself
-            try:
-                while not worker.done():
-                    # A job that ends may have ended the study: look at once, not a sweep later.
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._changed.wait(), SWEEP_S)
-                        if not stop.is_set():
-                            await asyncio.sleep(SETTLE_S)  # procrastinate settles the job
-                    self._changed.clear()
-                    if stop.is_set():
-                        break
-                    if await self._sweep(queues) and not forever:
-                        stopped = False
-                        break
-            finally:
-                if stopped:
-                    # Stopped (Ctrl-C, SIGTERM) with runs in hand: their processes record
-                    # them interrupted and exit, their jobs end, and another worker's sweep
-                    # queues them again. (When the study is done, a run process still in
-                    # hand is one whose lease passed on: it is left to meet the fence.)
-                    for runner in list(self.runners):
-                        runner.stop_children()
-                # procrastinate's own stop: it waits for the jobs in hand to end.
-                worker.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await worker
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    loop.remove_signal_handler(sig)
-        if stop.is_set():
-            raise KeyboardInterrupt
-
-    async def _sweep(self, queues: list[str] | None) -> bool:
-        """Retry stalled jobs, re-queue lost runs; whether every run served is finished."""
-        manager = self.app.job_manager
-        await manager.prune_stalled_workers(LEASE_S)
-        for job in await manager.get_stalled_jobs(seconds_since_heartbeat=LEASE_S):
-            if queues is not None and job.queue not in queues:
-                continue
-            with contextlib.suppress(Exception):  # another worker retried it first
-                await manager.retry_job(job)
-                planned: Any = job.task_kwargs.get("planned") or {}
-                run_id = str(planned.get("run_id"))
-                self.notify(run_id, "its worker stopped beating; queued again")
-        open_runs, lost = await asyncio.to_thread(self._open_runs, queues)
-        for args in lost:
-            await self._requeue(args)
-        return not open_runs
-
-    def _open_runs(self, queues: list[str] | None) -> tuple[list[str], list[dict[str, Any]]]:
-        """Runs of the served studies that are not finished, and the lost ones' job args."""
-        rows = _newest_jobs(self.engine, queues=queues)
-        states = _run_states(self.engine, [run_id for run_id, _, _ in rows])
-        open_runs, lost = [], []
-        for run_id, job_status, args in rows:
-            queued = job_status in ("todo", "doing")
-            status, driven = states.get(run_id, (None, False))
-            if status in FINISHED and not queued:
-                continue
-            open_runs.append(run_id)
-            if not queued and not driven:
-                lost.append(args)
-        return open_runs, lost
-
-    async def _requeue(self, args: dict[str, Any]) -> None:
-        from procrastinate.exceptions import AlreadyEnqueued
-
-        run_id = args["planned"]["run_id"]
-        task = self.app.tasks[TASK].configure(
-            lock=run_id, queueing_lock=run_id, queue=queue_of(args["study"])
-        )
-        with contextlib.suppress(AlreadyEnqueued):
-            await task.defer_async(**args)
-            self.notify(run_id, "nobody drives it and its job is gone; queued again")
-
-    # The job ------------------------------------------------------------------------------
-
-    async def _job(
-        self,
-        context: Any,
-        study: str,
-        planned: dict[str, Any],
-        hosts: list[str],
-        slots: dict[str, int],
-    ) -> None:
-        run = PlannedRun(**planned)
-        while True:  # a live driver (a person's `resume`, a lapsed worker's) finishes first
-            status, driven = await asyncio.to_thread(_run_state, self.engine, run.run_id)
-            if status == "completed":
-                self.notify(run.run_id, f"already {status}")
-                return
-            if not driven:
-                break
-            await asyncio.sleep(WAIT_S)
-        try:
-            await self._drive(study, run, hosts, slots, context.job.id)
-        finally:
-            self._changed.set()
-
-    async def _drive(
-        self, study: str, run: PlannedRun, hosts: list[str], slots: dict[str, int], job_id: int
-    ) -> None:
-        host, token = await self._place(run, hosts, slots, job_id)
-        spec = BatchSpec(study, [run], hosts, 1)
-        runner = BatchRunner(spec, self.storage, self.notify)
-        self.runners.add(runner)
-        try:
-            result = await asyncio.to_thread(runner.drive, run, host, fenced_env(token), False)
-        finally:
-            self.runners.discard(runner)
-            still = await asyncio.to_thread(release_lease, self.engine, run.run_id, token)
-        if not still:
-            self.notify(
-                run.run_id,
-                "this worker lost its lease to another worker; its process wrote nothing more",
-            )
-            return
-        self.notify(run.run_id, describe(result))
-
-    async def _place(
-        self, run: PlannedRun, hosts: list[str], slots: dict[str, int], job_id: int
-    ) -> tuple[str | None, int]:
-        """The host with the most free slots that answers, and the run's lease on it."""
-        while True:
-            host, token = await asyncio.to_thread(self._take, run, hosts, slots, job_id)
-            if token is not None:
-                return host, token
-            await asyncio.sleep(WAIT_S)
-
-    def _take(
-        self, run: PlannedRun, hosts: list[str], slots: dict[str, int], job_id: int
-    ) -> tuple[str | None, int | None]:
-        if not hosts:
-            return None, take_lease(self.engine, run.run_id, host="", job_id=job_id)
-        with self.engine.begin() as conn:
-            # One placement at a time, across machines: two jobs must not both take the
-            # last slot of a host.
-            conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('contreact_hosts'))"))
-            busy: dict[str, int] = dict(
-                conn.execute(
-                    text(
-                        "SELECT l.host, count(*) FROM contreact_leases l JOIN procrastinate_jobs "
-                        "j ON j.id = l.job_id WHERE NOT l.released AND j.status = 'doing' "
-                        "AND l.run_id <> :run GROUP BY l.host"
-                    ),
-                    {"run": run.run_id},
-                ).all()
-            )
-            try:
-                previous: str | None = get_run(self.engine, run.run_id).host
-            except RunNotFoundError:
-                previous = (run.config.get("ollama") or {}).get("host")
-
-            def free(host: str) -> float:
-                return float(slots.get(host, float("inf"))) - busy.get(host, 0)
-
-            # Most free slots first; among equals the run's own host (its prompt cache is
-            # there), then the least busy.
-            ranked = sorted(hosts, key=lambda h: (-free(h), h != previous, busy.get(h, 0)))
-            open_hosts = [h for h in ranked if free(h) > 0]
-            if not open_hosts:
-                return None, None  # every host's slots are taken: wait for one
-            # The first that answers; if none does, the first anyway: the run then fails
-            # saying which host is down, rather than waiting without a word.
-            host = next((h for h in open_hosts if host_answers(h)), open_hosts[0])
-            return host, take_lease(self.engine, run.run_id, host=host, job_id=job_id)

@@ -3,9 +3,9 @@
 Each `contreact...` import in the product (at module level or inside a function, but not
 under `TYPE_CHECKING`) must resolve to a file of this repository by its path alone, so
 go-to-definition, `git log` and import maps see the module where it is imported from.
-The allowed directions are those of docs/architecture.md: nodes never reach the faces or
-analysis, the stub stands alone, checkpoints are the bottom, and no module imports
-itself back through others.
+The layers are docs/architecture.md's table, held equal to `LAYERS` here: a module imports
+only its own package and the layers below it; the stub stands apart; no module imports
+itself back through others, counting a package's `__init__` and imports inside functions.
 """
 
 from __future__ import annotations
@@ -14,31 +14,39 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "contreact"
 
-FORBIDDEN: dict[str, set[str]] = {
-    "nodes": {"analysis", "cli", "runner", "progress", "batch", "doctor", "evaluate"},
-    "stub": {"graph", "nodes", "checkpoints", "tools", "analysis", "cli", "runner", "config"},
-    "analysis": {"cli", "runner", "progress"},
-    "tools": {"nodes", "graph", "analysis", "cli", "runner"},
-    "checkpoints": {"graph", "nodes", "tools", "analysis", "cli", "runner", "config", "stub"},
-    "graph": {"analysis", "cli", "runner", "progress"},
-    "text": {
-        "graph",
-        "nodes",
-        "tools",
-        "checkpoints",
-        "analysis",
-        "cli",
-        "runner",
-        "config",
-        "stub",
-    },  # fmt: skip
-}
-"""Package (first part under `contreact`) -> packages or modules it must never import."""
+LAYERS: list[tuple[str, ...]] = [
+    ("text", "version"),
+    ("errors",),
+    ("checkpoints",),
+    ("tools",),
+    ("ollama",),
+    ("config",),
+    ("graph.state",),
+    ("extensions",),
+    ("nodes",),
+    ("graph",),
+    ("analysis",),
+    ("engine",),
+    ("studies",),
+    ("cli", "console", "contreact"),
+    ("__main__",),
+]
+"""Layers from the bottom up: a module may import its own layer's package and lower layers.
+
+`graph.state` (the state and context every node reads) sits below the nodes, the rest of
+`graph` (the wiring of the nodes) above them. `contreact` is the package's front door."""
+
+STUB_USERS = ("cli",)
+"""The stub speaks Ollama's HTTP API; of contreact it imports only `text`, and only faces
+(the demo, `contreact stub`) import it."""
+
+ROOT_MODULES = {"__init__.py", "__main__.py", "errors.py", "version.py", "config"}
+"""What the package root holds besides its packages."""
+
+MAX_LINES = 500
 
 
 def module_name(path: Path) -> str:
@@ -114,23 +122,6 @@ def test_every_contreact_import_resolves_to_a_file_by_its_path() -> None:
     assert "contreact.nodes.step" in seen["contreact.nodes.assemble"]
 
 
-def _area(module: str) -> str:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else ""
-
-
-@pytest.mark.parametrize("area", sorted(FORBIDDEN))
-def test_no_import_points_the_wrong_way(area: str) -> None:
-    broken = [
-        f"{path.relative_to(ROOT)}:{line}: imports {name}"
-        for path in product_files()
-        if _area(module_name(path)) == area
-        for line, name in imports_of(path)
-        if _area(name) in FORBIDDEN[area]
-    ]
-    assert broken == []
-
-
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Every strongly connected group of more than one module (Tarjan's algorithm)."""
     index: dict[str, int] = {}
@@ -166,20 +157,94 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def _without_packages(edges: dict[str, set[str]]) -> dict[str, set[str]]:
-    # A package's own `__init__` importing its modules (and them importing a sibling
-    # through the package) is how Python packages work, not a loop between modules.
-    def related(a: str, b: str) -> bool:
-        return a.startswith(b + ".") or b.startswith(a + ".")
-
-    return {
-        source: {t for t in targets if not related(source, t)} for source, targets in edges.items()
-    }
-
-
-def test_no_import_cycles() -> None:
-    assert cycles(_without_packages(graph())) == []
+def test_no_import_cycles_counting_package_inits_and_imports_inside_functions() -> None:
+    assert cycles(graph()) == []
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def area(module: str) -> str:
+    """The layer a module belongs to (`LAYERS`), or `stub`."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "contreact"
+    if parts[1:3] == ["graph", "state"]:
+        return "graph.state"
+    return parts[1]
+
+
+RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+
+
+def test_every_import_points_down_the_layers() -> None:
+    broken = []
+    for path in product_files():
+        source = area(module_name(path))
+        for line, name in imports_of(path):
+            target = area(name)
+            where = f"{path.relative_to(ROOT)}:{line}: imports {name}"
+            if source == "stub":
+                if target not in ("stub", "text"):
+                    broken.append(where)
+            elif target == "stub":
+                if source not in STUB_USERS:
+                    broken.append(where)
+            elif source not in RANK or target not in RANK:
+                broken.append(f"{where} (a package missing from LAYERS)")
+            elif source != target and RANK[target] >= RANK[source]:
+                broken.append(where)
+    assert broken == []
+
+
+def test_the_layer_check_refuses_an_upward_import() -> None:
+    assert RANK["nodes"] < RANK["engine"] < RANK["cli"]
+    assert RANK["graph.state"] < RANK["nodes"] < RANK["graph"]
+
+
+def test_services_never_import_or_run_the_command_line() -> None:
+    services = [p for p in product_files() if area(module_name(p)) in ("engine", "studies")]
+    assert services
+    for path in services:
+        text = path.read_text(encoding="utf-8")
+        assert not any(name.startswith("contreact.cli") for _, name in imports_of(path)), path
+        assert '"-m", "contreact"' not in text and "contreact.cli" not in text, path
+
+
+def test_the_package_root_holds_only_the_front_door_config_errors_and_a_version() -> None:
+    loose = {
+        p.name
+        for p in PACKAGE.iterdir()
+        if not p.name.startswith((".", "__pycache__"))
+        and not (p.is_dir() and (p / "__init__.py").is_file() and p.name != "config")
+        and p.name != "data"
+    }
+    assert loose == ROOT_MODULES
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in product_files()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def _documented_layers() -> list[tuple[str, ...]]:
+    """The layers table of docs/architecture.md, bottom first."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0].isdigit():
+            rows.append((int(cells[0]), tuple(n.strip("` ") for n in cells[1].split(","))))
+    return [names for _, names in sorted(rows)]
+
+
+def test_docs_architecture_lists_the_layers_the_code_holds() -> None:
+    assert _documented_layers() == LAYERS
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    listed = {name.split(".")[0] for names in LAYERS for name in names} | {"stub"}
+    assert packages - listed == set()

@@ -7,7 +7,7 @@ note costs the notes a window can reach. (The journal's keys: `test_journal_wind
 
 from __future__ import annotations
 
-from contreact.nodes import assemble, similarity
+from contreact.nodes import notes, similarity
 
 
 def test_the_monitor_keeps_the_arrays_of_a_bounded_number_of_texts() -> None:
@@ -34,7 +34,7 @@ def test_the_monitor_never_keeps_more_than_its_cap() -> None:
 
 
 def test_note_costs_are_cached_for_the_notes_in_reach_not_for_every_cycle() -> None:
-    assert assemble.note_tokens.cache_info().maxsize == 4096
+    assert notes.note_tokens.cache_info().maxsize == 4096
 
 
 def test_the_monitor_keeps_the_arrays_of_a_bounded_number_of_words() -> None:

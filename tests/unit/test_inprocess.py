@@ -201,7 +201,7 @@ def test_studio_context_defaults_are_the_configs() -> None:
 def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
     """Every model call receives `prompt_of` the state assemble left, message for message."""
     from contreact.graph.state import AgentState
-    from contreact.nodes.assemble import notes_for_prompt, prompt_of
+    from contreact.nodes.notes import notes_for_prompt, prompt_of
 
     chat = model("Note one.", tool("write", key="k", value="v"), tool("list"), "Note two.")
     ctx = context(tmp_path, chat)

@@ -30,7 +30,8 @@ from contreact.checkpoints.persistence import Checkpointed
 from contreact.checkpoints.saver import open_saver
 from contreact.graph.state import Context, fresh_cycle
 from contreact.graph.wiring import builder
-from contreact.nodes import assemble, similarity
+from contreact.nodes import notes as prompt_notes
+from contreact.nodes import similarity
 
 CYCLES = 1000
 EARLY = range(101, 201)
@@ -119,7 +120,7 @@ def test_work_and_bytes_per_cycle_at_cycle_1000_are_what_they_were_at_cycle_100(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     grams = Counter(monkeypatch, similarity, "_text_arrays")
-    notes = Counter(monkeypatch, assemble, "note_tokens")
+    notes = Counter(monkeypatch, prompt_notes, "note_tokens")
     chat = GenericFakeChatModel(messages=steady_answers(CYCLES))
     monkeypatch.setattr(GenericFakeChatModel, "bind_tools", lambda self, *a, **k: self)
     ctx = Context(
