@@ -131,8 +131,8 @@ beyond, it is computed row by row in memory bounded by the n-grams themselves.""
 def lexical_matrix(texts: Sequence[str]) -> list[list[float]]:
     """Character n-gram TF-IDF cosine of every pair of `texts` (idf over all of them).
 
-    The same cosines as `tfidf_vectors` + `sparse_cosine`, on arrays: a report's heatmap
-    of a 200-cycle run took 8 s as Python loops over sparse vectors.
+    The same cosines as `tfidf_vectors` + `sparse_cosine`, on arrays: as Python loops over
+    sparse vectors a long run's heatmap took seconds.
     """
     w = weighted(texts)
     n = len(texts)

@@ -76,7 +76,7 @@ def sync_log(engine: Engine, storage: Storage, run_id: str) -> Path:
     the database's events minus at most a tail: its last line is found in the database
     (by its cycle, through the (run, cycle) index) and the events after it are appended.
     That reads the file's last line and the missing events, never the whole log: a resume
-    at cycle 10,000 cost what one at cycle 10 does. A last line the database does not hold
+    late in a long run costs what an early one does. A last line the database does not hold
     (a file edited, foreign or truncated mid-line) has the file rewritten from the database.
     """
     path = log_path(storage, run_id)

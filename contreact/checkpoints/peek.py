@@ -1,7 +1,7 @@
 """A read-only look at a SQLite registry with the standard library, for instant `list`/`status`.
 
-SQLAlchemy takes about 0.2 s to import, more than the whole start-up budget of `contreact
-list` and `status`. On the default backend, a SQLite file, those two commands
+Importing SQLAlchemy takes longer than the whole start-up budget of `contreact list` and
+`status` (docs/benchmarks.md). On the default backend, a SQLite file, those two commands
 read the registry and the finished-cycle counts here with `sqlite3`. Anything this cannot
 answer exactly (PostgreSQL, a database missing or of another schema version, a locked
 file) raises `Unreadable`, and the command takes the full path through

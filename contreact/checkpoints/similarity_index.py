@@ -5,7 +5,7 @@ ones that share a locality-sensitive hash key with it (MinHash bands, computed b
 `nodes.similarity.index_keys`). The keys are rows here, written in the transaction that
 records the cycle, so the index survives a restart without re-reading the past, and a
 look-up reads a bounded number of rows per key (the newest few) whatever the run's
-length: a cycle's check costs the same at cycle 10 and at cycle 10,000.
+length: a cycle's check costs the same early and late in a long run.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def _similar_notes(count: int) -> Prepared:
             )
         # PostgreSQL plans a prepared statement once, for any parameters, from the tables'
         # statistics. Without them (autovacuum off) it took `run_id = $1` for a handful of
-        # rows and `cycle IN (...)` became a hash of every cycle of the run: 1,800 rows read
-        # per cycle at cycle 1,800. One primary-key look-up per cycle found, in a lateral
+        # rows and `cycle IN (...)` became a hash of every cycle of the run, read at every
+        # cycle. One primary-key look-up per cycle found, in a lateral
         # subquery (its LIMIT keeps it from being merged into a join), reads only those.
         wanted = select(found.subquery().c.cycle).distinct().subquery("wanted")
         note = (

@@ -120,10 +120,9 @@ DIALECTS = ("sqlite", "postgresql")
 def compile_all() -> int:
     """Compile every statement made so far for both backends; how many there are.
 
-    For a resident process (`contreact daemon`) before it forks commands: compiled there,
-    the SQL is in every command it starts, which would otherwise compile each statement
-    again on first use (20-30 of them in a `resume`, ~10 ms; more on a long run, whose
-    similarity look-up is a 16-way union).
+    For a process that forks others with the engine imported (a worker's fork server):
+    compiled there, the SQL is in every process it forks, each of which would otherwise
+    compile every statement again on first use (the similarity look-up is a 16-way union).
     """
     made = list(_MADE)
     for statement in made:

@@ -4,10 +4,9 @@ PostgreSQL plans a query from each table's statistics, and plans a prepared stat
 for any parameters. Its autovacuum refreshes them as a table grows (after 50 rows plus
 10 % changed); with autovacuum off, as on this project's test machines, a table keeps the
 statistics of its first rows, or none. LangGraph's checkpoint read and the similarity
-look-up were then planned as scans of everything the run had written: at cycle 7,000 of
-the long-run benchmark a cycle fetched all 28,000 of the run's checkpoint blobs, and the
-driver's time per cycle grew with the run (60 ms at cycle 1,000, 84 ms at 5,000). After an
-ANALYZE the same read fetched 5 rows.
+look-up were then planned as scans of everything the run had written, and the driver's
+time per cycle grew with the run; after an ANALYZE the same read fetched a handful of rows
+(figures: docs/benchmarks.md, long runs).
 
 `Statistics` does the analyzing part of autovacuum for those tables while a process drives
 a run: every `CHECK_S` seconds, in a thread of its own, it asks which of them changed past
@@ -32,8 +31,8 @@ TABLES = (*RUN_TABLES, *THREAD_TABLES)
 
 # Sized by `reltuples` (the catalog's row count, kept by ANALYZE), as autovacuum sizes its
 # threshold, not by the statistics collector's `n_live_tup`: that count starts at 0 in a
-# database copied from a template or after a statistics reset, and every 50 rows written
-# then analyzed a 10,000-cycle run's tables again (100 ms at the end of a one-cycle resume).
+# database copied from a template or after a statistics reset, and every few rows written
+# would then have a long run's tables analyzed again.
 _STALE = text(
     "SELECT s.relid::regclass::text FROM pg_stat_user_tables s"
     " JOIN pg_class c ON c.oid = s.relid"

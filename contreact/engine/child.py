@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from contreact.checkpoints.engines import dispose_engines, fault_of
 from contreact.checkpoints.registry import RunRecord
+from contreact.checkpoints.statements import compile_all
 from contreact.checkpoints.storage import Storage
 from contreact.checkpoints.storage_faults import StorageFault
 from contreact.config.files import load_config
@@ -195,3 +196,8 @@ def run_process_main(request: RunRequest) -> int:
     if "@" in os.environ.get("OLLAMA_HOST", ""):
         default_ollama_host()
     return drive_request(request)
+
+
+# The fork server imports this module once: the statements compiled here are in every run
+# process it forks, each of which would otherwise compile them again on first use.
+compile_all()

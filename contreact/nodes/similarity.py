@@ -203,9 +203,9 @@ def _text_arrays(text: str) -> tuple[np.ndarray, np.ndarray]:
     """(term hashes, counts) of `char_ngrams(text)`, built from its words' arrays.
 
     A text's n-grams are the sum of its words' (each word is padded on its own), and
-    words repeat across a run's notes far more than whole notes do: a process that
-    starts on a long run (a `resume`) and compares 164 notes it has not seen hashed
-    55,000 n-grams one by one (70 ms); from its words' arrays, a few ms.
+    words repeat across a run's notes far more than whole notes do, so a process that
+    starts on a long run (a `resume`) builds the notes it has not seen from arrays it
+    mostly has, instead of hashing every n-gram one by one.
     """
     words = Counter(tokens(text))
     if not words:
@@ -222,8 +222,8 @@ class _GramIndex:
     """Each text's character n-grams as arrays of term hashes and counts, kept per process.
 
     The monitor scores every cycle's note against many earlier ones; written as Python
-    loops over n-grams that was 60 ms per cycle at cycle 200 (600-character notes). A
-    note's n-grams are counted and hashed once, and each cycle's scores are a few array
+    loops over n-grams that grew to most of a cycle's own cost on a long run. A note's
+    n-grams are counted and hashed once, and each cycle's scores are a few array
     operations. Terms are 64-bit hashes (BLAKE2b) rather than ids in a vocabulary, which
     would grow with every new n-gram of a long run (and so would the arrays sized by it).
     """
@@ -241,10 +241,10 @@ class _GramIndex:
         """(term hashes, counts) of each text."""
         with self._lock:
             # A check compares `recent` notes (reused by the next checks) and the older
-            # ones its index keys find (`per_key` per band, any age): 164 by default. A
-            # note's arrays are 5 KB for 200 characters, so keeping every note seen grew
-            # the process with the run; an older note found again after it was dropped
-            # is hashed again (at most INDEX_BANDS x `per_key` a check).
+            # ones its index keys find (`per_key` per band, any age). Keeping the arrays
+            # of every note seen would grow the process with the run; an older note found
+            # again after it was dropped is hashed again (at most INDEX_BANDS x `per_key`
+            # a check).
             self.limit = min(self.MAX_TEXTS, max(self.limit, 2 * len(texts)))
             return [self._arrays(text) for text in texts]
 

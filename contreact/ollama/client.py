@@ -218,7 +218,7 @@ def is_empty_stream(exc: BaseException) -> bool:
 
 @dataclass
 class RetryPolicy:
-    """Exponential backoff with jitter: 1 s, 2 s, 4 s, ... capped, within a total budget."""
+    """Exponential backoff with jitter, doubling from a second, capped, within a total budget."""
 
     retries: int = 4
     budget_s: float = 60.0
@@ -316,7 +316,7 @@ def chat_client(
             keep_alive=keep_alive,
             reasoning=reasoning,
             # httpx loads the CA bundle for every client unless told not to verify; a
-            # plain-http local server has no certificate to verify (0.1-0.2 s per start).
+            # plain-http local server has no certificate to verify, and loading it is slow.
             client_kwargs={
                 "timeout": timeout_s,
                 "verify": not host.startswith("http://"),

@@ -81,9 +81,9 @@ class Deadline:
 class _Watchdog:
     """One thread that expires every deadline of the process, soonest first.
 
-    A thread per call (threading.Timer) cost about 0.2 ms of every model call; here a call
-    costs a heap push. Ended calls stay in the heap until their time comes or until they
-    are most of it, then they are swept out.
+    A thread per call (threading.Timer) cost a measurable part of every model call; here a
+    call costs a heap push (docs/benchmarks.md). Ended calls stay in the heap until their
+    time comes or until they are most of it, then they are swept out.
     """
 
     def __init__(self) -> None:

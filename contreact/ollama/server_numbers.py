@@ -155,7 +155,7 @@ class _CheckedLines:
         self.inner = inner
 
     def __iter__(self) -> Iterator[bytes]:
-        # A line may arrive in many chunks (a 4 MB answer line): kept as parts, joined once.
+        # A line may arrive in many chunks (a huge answer line): kept as parts, joined once.
         pending: list[bytes] = []
         for chunk in self.inner:
             if b"\n" not in chunk:

@@ -29,7 +29,7 @@ TEXT_MODES = frozenset({"text", "constrained"})
 def model_capabilities(host: str, model: str, timeout_s: float) -> list[str] | None:
     """The model's `capabilities` from `/api/show`; None when the server cannot tell."""
     try:
-        # A plain-http server has no certificate: not loading the CA bundle saves ~25 ms.
+        # A plain-http server has no certificate: the CA bundle need not be loaded.
         reply = httpx.post(
             f"{host.rstrip('/')}/api/show",
             json={"model": model},

@@ -1,7 +1,7 @@
 """Inputs echoed in one-line messages, cut to a readable length.
 
-A refused 5,000-character run id, echoed whole, made a 5-10 KB error line. An input
-quoted in a message keeps its beginning and end and says how long it was.
+A refused input echoed whole (a pasted file as a run id, say) makes an error line of
+kilobytes. An input quoted in a message keeps its beginning and end and says how long it was.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ node hands every model message to :func:`parse_response` and routes on the outco
 * :class:`NoAnswer` -- send ``feedback`` as a corrective user turn (``reason`` says why).
 
 Everything here is pure and total: no I/O, no global state, and :func:`parse_response`
-never raises and never hangs, whatever the model produced (50 kB messages, unbalanced
+never raises and never hangs, whatever the model produced (huge messages, unbalanced
 braces, deeply nested JSON, odd Unicode). JSON is found with
 :meth:`json.JSONDecoder.raw_decode` at candidate ``{`` positions rather than with greedy
 regular expressions, and every regular expression is written so that it cannot
