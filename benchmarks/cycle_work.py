@@ -28,7 +28,8 @@ from contreact.checkpoints.storage import resolve_storage
 from contreact.config.sections import SimilaritySettings
 from contreact.nodes.notes import in_reach, reach_chars
 from contreact.nodes.prompts import build_prompt
-from contreact.nodes.similarity import assess, index_keys
+from contreact.nodes.similarity import assess
+from contreact.text.similarity import index_keys
 
 BUDGET = 8192 - 1024
 """The benchmarks' `num_ctx` minus the default output reserve."""

@@ -27,7 +27,7 @@ import yaml
 from common import Figure, parser, print_table, report
 
 from contreact.analysis.similarity import lexical_matrix, sparse_cosine, tfidf_vectors
-from contreact.nodes.similarity import _grams, char_ngrams, lexical_scores
+from contreact.text.similarity import _grams, char_ngrams, lexical_scores
 
 PAIRS = Path(__file__).resolve().parents[1] / "tests" / "data" / "similarity_pairs.yaml"
 

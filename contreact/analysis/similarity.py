@@ -22,13 +22,10 @@ from contreact.nodes.similarity import (
     EMBED_TIMEOUT_S,
     EMBEDDING_PREFIX,
     LEXICAL_METHOD,
-    char_ngrams,
-    dense_cosine,
     embedding_failure,
-    ratio,
-    weighted,
 )
 from contreact.ollama.embeddings import embed
+from contreact.text.similarity import char_ngrams, dense_cosine, ratio, weighted
 
 
 @functools.lru_cache(maxsize=4096)

@@ -131,7 +131,7 @@ similarity_keys = Table(
     sqlite_with_rowid=False,
 )
 """The similarity monitor's index: each reflection's locality-sensitive hash keys
-(`nodes.similarity.index_keys`), so the reflections that resemble a new one are found by
+(`text.similarity.index_keys`), so the reflections that resemble a new one are found by
 key, not by comparing it with every earlier one (see `checkpoints.similarity_index`)."""
 
 pei = Table(

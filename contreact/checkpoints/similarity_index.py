@@ -2,7 +2,7 @@
 
 The monitor compares each reflection with the newest earlier ones and with the older
 ones that share a locality-sensitive hash key with it (MinHash bands, computed by
-`nodes.similarity.index_keys`). The keys are rows here, written in the transaction that
+`text.similarity.index_keys`). The keys are rows here, written in the transaction that
 records the cycle, so the index survives a restart without re-reading the past, and a
 look-up reads a bounded number of rows per key (the newest few) whatever the run's
 length: a cycle's check costs the same early and late in a long run.

@@ -22,15 +22,10 @@ from contreact.checkpoints.similarity_index import insert_keys, lookup, similar_
 from contreact.checkpoints.transactions import Tx
 from contreact.extensions.loading import extensions_of
 from contreact.graph.state import AgentState, Context, StateUpdate, fresh_cycle
-from contreact.nodes.similarity import (
-    EMBED_TIMEOUT_S,
-    INDEX_BANDS,
-    SimilarityReport,
-    assess,
-    index_keys,
-)
+from contreact.nodes.similarity import EMBED_TIMEOUT_S, SimilarityReport, assess
 from contreact.nodes.step import engine_of, ledger_of, node, run_id_of
 from contreact.text.reflection_format import Accepted, check_reflection, prose_of
+from contreact.text.similarity import INDEX_BANDS, index_keys
 from contreact.tools.memory import count_keys
 
 # Made now, not at a long run's first look-up: a resident process compiles every statement

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from contreact.nodes.prompts import REFLECTION_FORMAT_HEADING, SYSTEM_PROMPT
-from contreact.nodes.similarity import lexical_scores
 from contreact.stub import StubServer
 from contreact.text.reflection_format import correction, prose_of
+from contreact.text.similarity import lexical_scores
 from support.backends import Backend
 from support.cli import cli_in_process
 from support.paths import SCENARIOS

@@ -7,7 +7,8 @@ note costs the notes a window can reach. (The journal's keys: `test_journal_wind
 
 from __future__ import annotations
 
-from contreact.nodes import notes, similarity
+from contreact.nodes import notes
+from contreact.text import similarity
 
 
 def test_the_monitor_keeps_the_arrays_of_a_bounded_number_of_texts() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contreact.engine.runner  # noqa: F401 - the engine: every statement made at import
 from contreact.checkpoints import similarity_index, statements
-from contreact.nodes.similarity import INDEX_BANDS
+from contreact.text.similarity import INDEX_BANDS
 
 
 def test_every_statement_made_compiles_for_both_backends() -> None:

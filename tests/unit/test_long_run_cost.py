@@ -31,7 +31,7 @@ from contreact.checkpoints.saver import open_saver
 from contreact.graph.state import Context, fresh_cycle
 from contreact.graph.wiring import builder
 from contreact.nodes import notes as prompt_notes
-from contreact.nodes import similarity
+from contreact.text import similarity
 
 CYCLES = 1000
 EARLY = range(101, 201)

@@ -12,16 +12,9 @@ from hypothesis import strategies as st
 from contreact.analysis.similarity import pairwise
 from contreact.config.sections import SimilaritySettings
 from contreact.nodes import similarity
-from contreact.nodes.similarity import (
-    HIGH_ADVISORY,
-    LEXICAL_METHOD,
-    MODERATE_ADVISORY,
-    assess,
-    dense_cosine,
-    lexical_scores,
-    tokens,
-)
+from contreact.nodes.similarity import HIGH_ADVISORY, LEXICAL_METHOD, MODERATE_ADVISORY, assess
 from contreact.stub import StubServer
+from contreact.text.similarity import dense_cosine, lexical_scores, tokens
 from support.paths import DATA
 
 SIMILARITY_LEXICAL_MODERATE = SimilaritySettings().lexical_moderate
@@ -260,7 +253,7 @@ def test_the_index_keys_of_a_labelled_pair_are_shared_as_much_as_the_pair_is_ali
     On the calibration pairs: every near-duplicate shares most of the 16 keys, every
     paraphrase at least one (so it is compared), an unrelated note none.
     """
-    from contreact.nodes.similarity import INDEX_BANDS, index_keys
+    from contreact.text.similarity import INDEX_BANDS, index_keys
 
     shared: dict[str, list[int]] = {}
     for pair in PAIRS:
