@@ -29,7 +29,12 @@ from contreact.tools.registry import TOOL_SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "contreact"
-GGUF_BACKEND = ("contreact.stub.real", "contreact.stub.chat_templates", "llama_cpp")
+GGUF_BACKEND = (
+    "contreact.stub.real",
+    "contreact.stub.chat_templates",
+    "contreact.stub.grammars",
+    "llama_cpp",
+)
 
 
 def _module_name(path: Path) -> str:
