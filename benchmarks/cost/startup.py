@@ -16,8 +16,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     Figure,
