@@ -140,7 +140,7 @@ def steady_cycle(cycle: int) -> list[dict[str, Any]]:
 def steady_scenario(cycles: int, latency_ms: float = 0.0) -> dict[str, Any]:
     """A scripted stub scenario that plays :func:`steady_cycle` in cycles 1..``cycles``.
 
-    The steady workload of a long run (issue 30): the same work every cycle - one of 8
+    The steady workload of a long run: the same work every cycle - one of 8
     memory slots written, read back, the keys listed, a reflection of steady length -
     so memory stays at 8 keys and whatever grows per cycle is the framework's.
 
@@ -466,42 +466,7 @@ def child_env() -> dict[str, str]:
     drop = ("OLLAMA_HOST", "CONTREACT_HOME", "CONTREACT_DB_URL", "CONTREACT_FAILPOINTS")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PYTHONUNBUFFERED"] = "1"
-    env["CONTREACT_DAEMON"] = "off"  # a daemon of the user's must not serve the benchmark
     return env
-
-
-class WarmDaemon:
-    """`contreact daemon` on a socket of its own: the commands given `env()` start warm.
-
-    `served()` is how many commands it has started: a figure taken with it checks that the
-    daemon really served the command (a daemon that saw changed files stops, and the
-    command then runs cold, which would pass for a warm figure).
-    """
-
-    def __init__(self, workdir: Path) -> None:
-        self.socket = workdir / "daemon.sock"
-
-    def env(self) -> dict[str, str]:
-        """The environment of a command the daemon starts."""
-        return {**child_env(), "CONTREACT_DAEMON": str(self.socket)}
-
-    def __enter__(self) -> WarmDaemon:
-        cmd = [PYTHON, "-m", "contreact", "daemon", "start"]
-        subprocess.run(cmd, env=self.env(), check=True, capture_output=True)
-        return self
-
-    def served(self) -> int:
-        """How many commands the daemon has started (raises when it is gone)."""
-        from contreact.daemon import ask
-
-        answer = ask(self.socket, {"status": True})
-        if answer is None:
-            raise RuntimeError(f"the daemon at {self.socket} stopped (see its .log)")
-        return int(answer["status"]["served"])
-
-    def __exit__(self, *exc: object) -> None:
-        cmd = [PYTHON, "-m", "contreact", "daemon", "stop"]
-        subprocess.run(cmd, env=self.env(), check=False, capture_output=True)
 
 
 def run_at_once(commands: Sequence[Sequence[str]]) -> None:

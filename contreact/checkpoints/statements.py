@@ -24,7 +24,7 @@ def _dialect(name: str) -> Any:
     """SQLAlchemy's module for one backend, imported when a statement first needs it.
 
     A run on SQLite never loads the PostgreSQL dialect (and the reverse): `resume` pays
-    for the backend it uses only (start-up time, `benchmarks/startup.py`).
+    for the backend it uses only (start-up time, `benchmarks/cost/startup.py`).
     """
     return importlib.import_module(f"sqlalchemy.dialects.{name}")
 

@@ -3,7 +3,7 @@
 `app.py` holds the typer application and the shared error handling; each other module
 registers one family of commands on it. Command modules import only typer, rich and
 `app` at start-up; what a command needs is imported when it runs (start-up time is
-measured by `benchmarks/startup.py`).
+measured by `benchmarks/cost/startup.py`).
 """
 
 import signal

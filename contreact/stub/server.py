@@ -3,10 +3,12 @@
 No Ollama binary or model weights exist where this project is built and tested, yet the
 engine must be exercised through the real ``langchain_ollama.ChatOllama`` client over
 real HTTP: its streaming parser, its tool-call handling and its exceptions are part of
-what is being tested. So this module speaks enough of Ollama's API (``/api/chat``
+what is being tested. So the stub speaks enough of Ollama's API (``/api/chat``
 streamed and not, ``/api/tags``, ``/api/show``, ``/api/version``, ``/api/embed``) for
 that client, answers with an :class:`~contreact.stub.agents.Agent`, and fails on demand
-through the fault queue (:mod:`contreact.stub.faults`).
+through the fault queue (:mod:`contreact.stub.faults`). This module owns the server's
+life, its state (models, faults, the request record) and the routing; the inference
+endpoints are in :mod:`contreact.stub.inference`.
 
 Control endpoints under ``/_stub/`` let tests and subprocess users inspect recorded
 requests, queue faults and change the model list while the server runs.
@@ -17,46 +19,33 @@ Standard library only (``http.server``), so starting one costs milliseconds.
 from __future__ import annotations
 
 import base64
-import copy
-import json
-import logging
+import functools
 import socket
 import threading
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from contreact.stub.agents import Agent, SimulatedAgent
 from contreact.stub.control import handle_control
 from contreact.stub.faults import Fault, FaultQueue
 from contreact.stub.httpd import StubHandler, StubHTTPServer
+from contreact.stub.inference import chat, embed
+from contreact.stub.model_cards import ModelCard, show_body, stub_card, tags_body, version_body
 from contreact.stub.ollama_api import (
     CHAT_CAPABILITIES,
     DEFAULT_EMBEDDING_MODELS,
     DEFAULT_MODELS,
     EMBEDDING_CAPABILITIES,
-    OLLAMA_VERSION,
-    ChatRequest,
-    ModelCard,
-    Reply,
     ServedModel,
     canonical_model_name,
-    chat_lines,
-    embed_body,
-    now_iso,
-    show_body,
-    stub_card,
-    tags_body,
-    version_body,
-    whole_chat_body,
+    decode_body,
 )
+from contreact.stub.request_log import RequestLog
 from contreact.stub.scenarios import load_scenario
 
-__all__ = ["OLLAMA_VERSION", "StubServer"]
-
-log = logging.getLogger(__name__)
+__all__ = ["StubServer"]
 
 
 class StubServer:
@@ -69,8 +58,8 @@ class StubServer:
             llm.invoke("Cycle 1 begins.")
             assert stub.requests()[0]["body"]["model"] == "stub-model"
 
-    Thread-safe: one lock guards the model list and the request record; the fault
-    queue has its own.
+    Thread-safe: one lock guards the model list; the request record and the fault queue
+    have their own.
     """
 
     def __init__(
@@ -108,16 +97,13 @@ class StubServer:
             if basic_auth is None
             else "Basic " + base64.b64encode(":".join(basic_auth).encode()).decode()
         )
-        self.record_path = Path(record) if record is not None else None
+        self._log = RequestLog(record)
         self._requested_port = port
         self._lock = threading.Lock()
         self._models: dict[str, ServedModel] = {}
         self._cards: dict[str, ModelCard] = {}
-        self._records: list[dict[str, Any]] = []
-        self._next_n = 1
         self._faults = FaultQueue()
         self._faults.extend(faults)
-        self._record_file: IO[str] | None = None
         self._httpd: StubHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -167,9 +153,7 @@ class StubServer:
         if self._httpd is not None:
             raise RuntimeError("stub server already started")
         self._stopping.clear()
-        if self.record_path is not None:
-            self.record_path.parent.mkdir(parents=True, exist_ok=True)
-            self._record_file = self.record_path.open("a", encoding="utf-8")
+        self._log.open()
         self._httpd = StubHTTPServer((self.host, self._requested_port), self)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
@@ -200,10 +184,7 @@ class StubServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        with self._lock:
-            if self._record_file is not None:
-                self._record_file.close()
-                self._record_file = None
+        self._log.close()
 
     def __enter__(self) -> StubServer:
         if self._httpd is None:
@@ -240,9 +221,7 @@ class StubServer:
         Returns:
             ``[{"n", "path", "body", "fault", "status"}, ...]``.
         """
-        with self._lock:
-            records = [r for r in self._records if path is None or r["path"] == path]
-            return copy.deepcopy(records)
+        return self._log.entries(path)
 
     def add_faults(self, *faults: Fault | Mapping[str, Any]) -> None:
         """Queue faults (FIFO). See :mod:`contreact.stub.faults` for the kinds.
@@ -311,13 +290,11 @@ class StubServer:
             faults: Also drop queued faults (default), so one test's leftovers cannot
                 hit the next.
         """
-        with self._lock:
-            self._records.clear()
-            self._next_n = 1
+        self._log.clear()
         if faults:
             self._faults.clear()
 
-    # -- internals -----------------------------------------------------------------
+    # -- for the handler and the endpoints ------------------------------------------
 
     def track(self, conn: socket.socket, *, add: bool) -> None:
         """Note an open (``add``) or closed connection, so :meth:`stop` can shut it down."""
@@ -327,26 +304,20 @@ class StubServer:
             else:
                 self._connections.discard(conn)
 
-    def _record(self, path: str, body: Any, fault: Fault | None, status: int) -> None:
-        with self._lock:
-            entry = {
-                "n": self._next_n,
-                "path": path,
-                "body": body,
-                "fault": fault.kind if fault else None,
-                "status": status,
-            }
-            self._next_n += 1
-            self._records.append(entry)
-            if self._record_file is not None:
-                self._record_file.write(json.dumps(entry) + "\n")
-                self._record_file.flush()
+    def record(self, path: str, body: Any, fault: Fault | None, status: int) -> None:
+        """Record one request to the Ollama API (see :meth:`requests`)."""
+        self._log.add(path, body, fault, status)
 
-    def _sleep(self, seconds: float) -> None:
+    def next_fault(self, path: str, model: Any) -> Fault | None:
+        """Take the queued fault that applies to a request to ``path`` for ``model``, if any."""
+        return self._faults.pop_for(path, model)
+
+    def pause(self, seconds: float) -> None:
+        """Wait ``seconds`` (a latency or a delay fault), cut short by :meth:`stop`."""
         if seconds > 0:
             self._stopping.wait(seconds)
 
-    def _lookup(self, name: Any) -> tuple[ServedModel | None, int, str]:
+    def lookup(self, name: Any) -> tuple[ServedModel | None, int, str]:
         """Resolve a request's model name to (model, error status, error text)."""
         if not isinstance(name, str) or not name.strip():
             return None, 400, "model is required"
@@ -367,15 +338,15 @@ class StubServer:
             self._authorization is not None
             and h.headers.get("Authorization") != self._authorization
         ):
-            self._record(path, None, None, 401)
+            self.record(path, None, None, 401)
             h.send_json(401, {"error": "unauthorized"})
             return
         if path == "/" and method in ("GET", "HEAD"):
             h.send_bytes(200, b"Ollama is running", "text/plain; charset=utf-8")
             return
-        routes = {
-            ("POST", "/api/chat"): self._chat,
-            ("POST", "/api/embed"): self._embed,
+        routes: dict[tuple[str, str], Callable[[StubHandler, str, bytes], None]] = {
+            ("POST", "/api/chat"): functools.partial(chat, self),
+            ("POST", "/api/embed"): functools.partial(embed, self),
             ("POST", "/api/show"): self._show,
             ("GET", "/api/tags"): self._tags,
             ("GET", "/api/version"): self._version,
@@ -384,209 +355,42 @@ class StubServer:
         handler = routes.get((method, path))
         if handler is None:
             if path.startswith("/api/"):
-                self._record(path, None, None, 404)
+                self.record(path, None, None, 404)
             h.send_bytes(404, b"404 page not found", "text/plain")
             return
         handler(h, path, raw)
 
-    @staticmethod
-    def _decode(raw: bytes) -> tuple[Any, str]:
-        """Decode a JSON object body; returns (body, error text)."""
-        try:
-            body = json.loads(raw or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return None, f"invalid JSON body: {exc}"
-        if not isinstance(body, dict):
-            return body, "request body must be a JSON object"
-        return body, ""
-
-    # -- /api/chat -----------------------------------------------------------------
-
-    def _chat(self, h: StubHandler, path: str, raw: bytes) -> None:
-        started = time.monotonic_ns()
-        body, error = self._decode(raw)
-        if error:
-            self._record(path, body, None, 400)
-            h.send_json(400, {"error": error})
-            return
-        stream = bool(body.get("stream", True))
-        fault = self._faults.pop_for(path, body.get("model"))
-        reply: Reply | None = None
-        req: ChatRequest | None = None
-        status = 200
-        if fault is None or fault.kind in ("delay", "drip", "drop_midstream", "error_line"):
-            model, status, error = self._lookup(body.get("model"))
-            if model is not None and not {"completion", "tools"} & set(model.capabilities):
-                status, error = 400, f'"{body["model"]}" does not support chat'
-            elif model is not None and body.get("tools") and "tools" not in model.capabilities:
-                status, error = (
-                    400,
-                    f"registry.ollama.ai/library/{model.name} does not support tools",
-                )
-            if status == 200:
-                try:
-                    req = ChatRequest.from_body(body)
-                    reply = self.agent.respond(req)
-                except ValueError as exc:
-                    status, error = 400, str(exc)
-                except Exception as exc:  # a broken agent is a 500, not a crash
-                    log.exception("stub agent failed")
-                    status, error = 500, f"stub agent failed: {exc!r}"
-        self._record(path, body, fault, self._planned_status(fault, status, stream))
-
-        if fault is not None and fault.kind == "drop":
-            h.close_connection = True
-            return
-        dripping = fault is not None and fault.kind == "drip"
-        self._sleep(self.latency_ms / 1000 + (fault.seconds if fault and not dripping else 0.0))
-        if fault is not None and fault.kind in ("http", "tool_parse_error"):
-            if fault.body is not None:
-                h.send_bytes(fault.status, fault.body.encode(), "application/json")
-            else:
-                h.send_json(fault.status, {"error": fault.error})
-            return
-        if status != 200 or reply is None or req is None:
-            h.send_json(status, {"error": error})
-            return
-        lines = chat_lines(req, reply, started, reply.usage)
-        if fault is not None and fault.kind == "drip" and not stream:
-            self._sleep(fault.seconds * fault.chunks)
-        if not stream:
-            self._send_whole(h, req, reply, lines[-1], fault)
-            return
-        h.start_stream()
-        if fault is not None and fault.kind == "drip":
-            for _ in range(fault.chunks):
-                dot = {"role": "assistant", "content": "."}
-                h.write_line(
-                    {"model": req.model, "created_at": now_iso(), "message": dot, "done": False}
-                )
-                h.wfile.flush()
-                self._sleep(fault.seconds)
-        if fault is not None and fault.kind in ("drop_midstream", "error_line"):
-            h.write_line(lines[0])
-            if fault.kind == "drop_midstream":
-                # No terminating chunk: the client sees an incomplete chunked body.
-                h.close_connection = True
-                return
-            h.write_line({"error": fault.error})
-            h.end_stream()
-            return
-        for line in lines:
-            h.write_line(line)
-        h.end_stream()
-
-    @staticmethod
-    def _planned_status(fault: Fault | None, status: int, stream: bool) -> int:
-        """The status the response will carry (0 when the connection is just dropped)."""
-        if fault is None or fault.kind in ("delay", "drip", "drop_midstream"):
-            return status
-        if fault.kind == "drop":
-            return 0
-        if fault.kind == "error_line":
-            return status if stream or status != 200 else 500
-        return fault.status
-
-    @staticmethod
-    def _send_whole(
-        h: StubHandler, req: ChatRequest, reply: Reply, done: dict[str, Any], fault: Fault | None
-    ) -> None:
-        """Answer a ``stream: false`` request with one JSON object."""
-        obj = whole_chat_body(req, reply, done)
-        if fault is not None and fault.kind == "error_line":
-            # A non-streamed answer has no "mid-stream": Ollama reports it as a 500.
-            h.send_json(500, {"error": fault.error})
-            return
-        data = json.dumps(obj).encode()
-        if fault is not None and fault.kind == "drop_midstream":
-            h.send_response(200)
-            h.send_header("Content-Type", "application/json; charset=utf-8")
-            h.send_header("Content-Length", str(len(data)))
-            h.end_headers()
-            h.wfile.write(data[: len(data) // 2])
-            h.close_connection = True
-            return
-        h.send_bytes(200, data, "application/json; charset=utf-8")
-
-    # -- /api/embed ----------------------------------------------------------------
-
-    def _embed(self, h: StubHandler, path: str, raw: bytes) -> None:
-        started = time.monotonic_ns()
-        body, error = self._decode(raw)
-        if error:
-            self._record(path, body, None, 400)
-            h.send_json(400, {"error": error})
-            return
-        fault = self._faults.pop_for(path, body.get("model"))
-        model, status, error = self._lookup(body.get("model"))
-        texts: list[str] = []
-        if model is not None and not model.is_embedding:
-            status, error = 400, f'"{body["model"]}" does not support embeddings'
-        if status == 200:
-            inputs = body.get("input", [])
-            texts = [inputs] if isinstance(inputs, str) else inputs
-            if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-                status, error = 400, "invalid input type"
-        planned = status
-        if fault is not None and fault.kind == "drop":
-            planned = 0
-        elif fault is not None and fault.kind not in ("delay", "drop_midstream"):
-            planned = fault.status
-        self._record(path, body, fault, planned)
-
-        if fault is not None and fault.kind == "drop":
-            h.close_connection = True
-            return
-        self._sleep(fault.seconds if fault else 0.0)
-        if fault is not None and fault.kind not in ("delay", "drop_midstream"):
-            h.send_json(fault.status, {"error": fault.error})
-            return
-        if status != 200:
-            h.send_json(status, {"error": error})
-            return
-        obj = embed_body(body["model"], texts, started)
-        data = json.dumps(obj).encode()
-        if fault is not None and fault.kind == "drop_midstream":
-            h.send_response(200)
-            h.send_header("Content-Type", "application/json; charset=utf-8")
-            h.send_header("Content-Length", str(len(data)))
-            h.end_headers()
-            h.wfile.write(data[: len(data) // 2])
-            h.close_connection = True
-            return
-        h.send_bytes(200, data, "application/json; charset=utf-8")
-
     # -- metadata endpoints --------------------------------------------------------
 
     def _tags(self, h: StubHandler, path: str, raw: bytes) -> None:
-        self._record(path, None, None, 200)
+        self.record(path, None, None, 200)
         with self._lock:
             models = sorted(self._models.values(), key=lambda m: m.name)
         h.send_json(200, tags_body([(m, self.card(m)) for m in models]))
 
     def _show(self, h: StubHandler, path: str, raw: bytes) -> None:
-        body, error = self._decode(raw)
+        body, error = decode_body(raw)
         if error:
-            self._record(path, body, None, 400)
+            self.record(path, body, None, 400)
             h.send_json(400, {"error": error})
             return
         name = body.get("model") or body.get("name")
-        model, status, error = self._lookup(name)
+        model, status, error = self.lookup(name)
         if model is None:
             if status == 404:
                 error = f"model '{name}' not found"
-            self._record(path, body, None, status)
+            self.record(path, body, None, status)
             h.send_json(status, {"error": error})
             return
-        self._record(path, body, None, 200)
+        self.record(path, body, None, 200)
         h.send_json(
             200, show_body(model, self.card(model), capabilities=not self.hide_capabilities)
         )
 
     def _version(self, h: StubHandler, path: str, raw: bytes) -> None:
-        self._record(path, None, None, 200)
+        self.record(path, None, None, 200)
         h.send_json(200, version_body())
 
     def _ps(self, h: StubHandler, path: str, raw: bytes) -> None:
-        self._record(path, None, None, 200)
+        self.record(path, None, None, 200)
         h.send_json(200, {"models": []})

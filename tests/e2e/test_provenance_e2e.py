@@ -28,7 +28,8 @@ from contreact.checkpoints.registry import get_run
 from contreact.config import parse_config
 from contreact.engine.runner import fork_run, resume_run, start_run
 from contreact.stub import StubServer
-from contreact.stub.ollama_api import STUB_DIGEST_PREFIX, ServedModel, stub_card
+from contreact.stub.model_cards import STUB_DIGEST_PREFIX, stub_card
+from contreact.stub.ollama_api import ServedModel
 from support.backends import Backend
 from support.cli import cli, cli_in_process
 from support.runs import read_log, write_config

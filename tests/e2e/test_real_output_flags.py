@@ -1,7 +1,7 @@
 """What real small models write, handled and visible: each case is a real answer.
 
 The answers were captured from Gemma 3 270M and SmolLM2-135M behind the real backend
-(`benchmarks/real_capture.py`, files in tests/data/real_captures/ named model__prompt).
+(`benchmarks/capture/real_capture.py`, files in tests/data/real_captures/ named model__prompt).
 Each is replayed here by the scripted stub under the model's name, without the `tools`
 capability, so the CLI runs in text-tool mode exactly as against the real model; only
 the sampling is taken out of the loop.

@@ -4,7 +4,7 @@ Gemma 3 270M and SmolLM2-135M run in llama.cpp behind the stub's Ollama API
 (`contreact.stub.real`), served as Ollama would serve them: no `tools` capability, so the
 run decides on text tools itself. Needs the `real` extra; without it these tests skip,
 except in CI with CONTREACT_REAL=1 (`.ci/run`), where a missing extra is a failure.
-Figures (seconds, steps, calls) are printed by `benchmarks/real_models.py`, not here.
+Figures (seconds, steps, calls) are printed by `benchmarks/reports/real_models.py`, not here.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def test_kill_9_during_a_real_model_call_then_resume_equals_an_uninterrupted_run
     tmp_path: Path, sqlite_backend: Backend, real: StubServer
 ) -> None:
     # Seeded at temperature 0.6, the real backend gives the same answer to the same
-    # request whatever it answered before (benchmarks/real_models.py measures it), so
+    # request whatever it answered before (benchmarks/reports/real_models.py measures it), so
     # the resumed run must end exactly as the uninterrupted one.
     reference = real_config(tmp_path / "ref.yaml", sqlite_backend, real, run_id="ref", cycles=2)
     real.reset()

@@ -52,6 +52,7 @@ LINE_FUNCTIONS: dict[str, str] = {"describe_error": "2", "_sqlite_cause": "1"}
 STUB_LINES = (
     "contreact/stub/agents.py",
     "contreact/stub/faults.py",
+    "contreact/stub/grammars.py",
     "contreact/stub/real.py",
     "contreact/stub/scenarios.py",
 )

@@ -1,4 +1,4 @@
-"""Tests for the token estimate (contreact/text/tokens.py) and contreact/text/context_budget.py."""
+"""Tests for the token estimate (contreact/text/tokens.py) and contreact/nodes/context_budget.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from contreact.text.context_budget import (
+from contreact.nodes.context_budget import (
     MESSAGE_OVERHEAD_TOKENS,
     Trim,
     fit_reflections,

@@ -10,7 +10,7 @@ run (once the prompt window is full) and at its end:
 * the earlier notes a prompt is sized from;
 * the bytes the checkpoint tables and contreact's tables grow by.
 
-The wall-time figure is printed by `benchmarks/cycle_cost.py`.
+The wall-time figure is printed by `benchmarks/cost/cycle_cost.py`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from contreact.nodes.constrained_format import FINAL_ACTION, answer_schema
 from contreact.stub import ChatRequest, Reply
 from contreact.stub.agents import ScriptedAgent, SimulatedAgent
 from contreact.stub.answer_format import shaped
-from contreact.stub.real import grammar_for
+from contreact.stub.grammars import grammar_for
 from contreact.tools.registry import TOOL_SCHEMAS, Toolset
 
 CALLS = answer_schema(TOOL_SCHEMAS, None, tools=True)

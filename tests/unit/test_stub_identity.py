@@ -22,7 +22,7 @@ import pytest
 from contreact import __version__
 from contreact.stub import StubServer
 from contreact.stub import real as real_backend
-from contreact.stub.ollama_api import STUB_DIGEST_PREFIX
+from contreact.stub.model_cards import STUB_DIGEST_PREFIX
 
 
 @pytest.fixture

@@ -303,7 +303,7 @@ ADVERSARIAL = {
 
 @pytest.mark.parametrize("text", list(ADVERSARIAL.values()), ids=list(ADVERSARIAL))
 def test_adversarial_inputs_are_total(text: str) -> None:
-    # How fast these parse is measured by benchmarks/parser_speed.py, not asserted here.
+    # How fast these parse is measured by benchmarks/cost/parser_speed.py, not asserted here.
     result = parse_response(text, [], SCHEMAS)
     assert isinstance(result, ToolCalls | FinalAnswer | NoAnswer)
     if isinstance(result, NoAnswer):

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from sqlalchemy import Engine
 
 from contreact.analysis.runs import events_of_type
-from contreact.text.context_budget import message_tokens
+from contreact.nodes.context_budget import message_tokens
 
 ANSWER_RESERVE_TOKENS = 1024
 """Tokens of `pei.num_ctx` kept free for the evaluator's answer."""

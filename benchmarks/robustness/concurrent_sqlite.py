@@ -8,13 +8,18 @@ stub. Reported: how many completed, how many printed a lock error ("locked" or "
 on stderr), and the wall time from the first start to the last exit; each run's
 reflections are checked against a run made alone.
 
-    python benchmarks/concurrent_sqlite.py            # 16 runs x 3 cycles
+    python benchmarks/robustness/concurrent_sqlite.py            # 16 runs x 3 cycles
 """
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
+from pathlib import Path
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     Figure,

@@ -15,9 +15,13 @@ whole cycles of a real run.
 from __future__ import annotations
 
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import Figure, parser, print_table, report, steady_cycle
 

@@ -1,6 +1,6 @@
 """(W) A study on the queue: three workers vs one, and three workers killed three times.
 
-What it measures (issue 27, must-show 1): a study of 4 models x 3 replicates x 5 cycles on
+What it measures: a study of 4 models x 3 replicates x 5 cycles on
 two stub Ollama hosts that answer after 200 ms, stored in one PostgreSQL database, driven
 by `contreact worker` processes that stand in for machines (each its own working directory
 and `CONTREACT_HOME`; each `--parallel 1` by default):
@@ -22,7 +22,7 @@ and `CONTREACT_HOME`; each `--parallel 1` by default):
 
 Every phase has its own database and its own two stub servers. The lease is
 `CONTREACT_LEASE_S` (default here 5 s): a killed worker's runs move after it.
-Run: `.venv/bin/python benchmarks/study_workers.py [--db-url URL] [--parallel N]`.
+Run: `.venv/bin/python benchmarks/cost/study_workers.py [--quick] [--db-url URL] [--parallel N]`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from common import Figure, bench_storage, child_env, parser, print_table, report, write_yaml
 
 from contreact.checkpoints.cycles import cycle_records
@@ -48,6 +51,10 @@ from contreact.studies.batch import load_batch
 from contreact.tools.memory import memory_snapshot
 
 MODELS = ["llama3.1:8b", "qwen3:8b", "mistral-nemo:12b", "gemma3:12b"]
+STUDY = (MODELS, 3, 5)
+"""The study: models, replicates, cycles."""
+QUICK_STUDY = (MODELS[:2], 2, 4)
+"""`--quick`: the smallest study in which three workers and two kills still have work."""
 LATENCY_MS = 200
 LEASE_S = 5.0
 TOOL_STOP = "stop:before-commit:c2:s1:t0"
@@ -157,7 +164,12 @@ def record(engine: Any, run_id: str) -> dict[str, Any]:
 
 
 def phase(
-    db_url: str, workers: int, parallel: int, kills: list[str], warm: bool = False
+    db_url: str,
+    workers: int,
+    parallel: int,
+    kills: list[str],
+    warm: bool = False,
+    study: tuple[list[str], int, int] = STUDY,
 ) -> dict[str, Any]:
     """One study, from its workers' start to their exit.
 
@@ -172,13 +184,14 @@ def phase(
     ):
         root = Path(tmp)
         url = str(where.db_url)
+        models, replicates, cycles = study
         config = write_yaml(
             root / "study.yaml",
             {
                 "batch": "w",
-                "models": MODELS,
-                "replicates": 3,
-                "cycles": 5,
+                "models": models,
+                "replicates": replicates,
+                "cycles": cycles,
                 "operator": {"mode": "auto", "no_reply": True},
                 "ollama": {"hosts": [a.url, b.url]},
                 "storage": {"url": url},
@@ -265,70 +278,68 @@ def main() -> None:
     args.add_argument("--parallel", type=int, default=1, help="runs per worker at once")
     opts = args.parse_args()
     db_url = opts.db_url or "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-    one = phase(db_url, 1, opts.parallel, [])
-    three = phase(db_url, 3, opts.parallel, [])
-    one_warm = phase(db_url, 1, opts.parallel, [], warm=True)
-    three_warm = phase(db_url, 3, opts.parallel, [], warm=True)
-    killed = phase(db_url, 3, opts.parallel, ["tool", "model", "model"])
+    # --quick: a smaller study, two kills, and no phases with workers started beforehand.
+    study = QUICK_STUDY if opts.quick else STUDY
+    kills = ["tool", "model"] if opts.quick else ["tool", "model", "model"]
+    one = phase(db_url, 1, opts.parallel, [], study=study)
+    three = phase(db_url, 3, opts.parallel, [], study=study)
+    warm = (
+        {}
+        if opts.quick
+        else {
+            1: phase(db_url, 1, opts.parallel, [], warm=True, study=study),
+            3: phase(db_url, 3, opts.parallel, [], warm=True, study=study),
+        }
+    )
+    killed = phase(db_url, 3, opts.parallel, kills, study=study)
     same = sum(killed["records"][r] == one["records"][r] for r in one["records"])
     extra = killed["requests"] - one["requests"]
+
+    def row(name: str, found: dict[str, Any], compare: bool = True) -> list[Any]:
+        alike = sum(found["records"][r] == one["records"][r] for r in one["records"])
+        completed = found["statuses"]["completed"]
+        return [name, found["wall"], found["requests"], completed, alike if compare else "-"]
+
+    rows = [row("1 worker", one, compare=False), row("3 workers", three)]
+    if warm:
+        rows.append(row("1 worker, started before the study", warm[1], compare=False))
+        rows.append(row("3 workers, started before the study", warm[3]))
+    rows.append(row(f"3 workers, {len(kills)} kills", killed))
+    models, replicates, cycles = study
     print_table(
         ["phase", "wall s", "model requests", "runs completed", "runs as uninterrupted"],
-        [
-            ["1 worker", one["wall"], one["requests"], one["statuses"]["completed"], "-"],
-            [
-                "3 workers",
-                three["wall"],
-                three["requests"],
-                three["statuses"]["completed"],
-                sum(three["records"][r] == one["records"][r] for r in one["records"]),
-            ],
-            [
-                "1 worker, started before the study",
-                one_warm["wall"],
-                one_warm["requests"],
-                one_warm["statuses"]["completed"],
-                "-",
-            ],
-            [
-                "3 workers, started before the study",
-                three_warm["wall"],
-                three_warm["requests"],
-                three_warm["statuses"]["completed"],
-                sum(three_warm["records"][r] == one["records"][r] for r in one["records"]),
-            ],
-            [
-                "3 workers, 3 kills",
-                killed["wall"],
-                killed["requests"],
-                killed["statuses"]["completed"],
-                same,
-            ],
-        ],
-        title=f"4 models x 3 replicates x 5 cycles, 2 hosts at {LATENCY_MS} ms, lease {LEASE_S} s",
+        rows,
+        title=f"{len(models)} models x {replicates} replicates x {cycles} cycles, 2 hosts at "
+        f"{LATENCY_MS} ms, lease {LEASE_S} s",
     )
     runs = len(one["records"])
-    report(
-        [
-            Figure(
-                "W1",
-                "speed-up, 3 workers vs 1",
-                one["wall"] / three["wall"],
-                "x",
-                target=2.5,
-                higher_is_better=True,
-            ),
+    figures = [
+        Figure(
+            "W1",
+            "speed-up, 3 workers vs 1",
+            one["wall"] / three["wall"],
+            "x",
+            target=2.5,
+            higher_is_better=True,
+        )
+    ]
+    if warm:
+        figures.append(
             Figure(
                 "W1b",
                 "speed-up, 3 workers vs 1, workers started before the study",
-                one_warm["wall"] / three_warm["wall"],
+                warm[1]["wall"] / warm[3]["wall"],
                 "x",
                 target=2.5,
                 higher_is_better=True,
-            ),
+            )
+        )
+    report(
+        [
+            *figures,
             Figure(
                 "W2",
-                "runs identical to the uninterrupted study after 3 kills",
+                f"runs identical to the uninterrupted study after {len(kills)} kills",
                 same,
                 "",
                 target=runs,

@@ -3,7 +3,7 @@
 Each capture is one `/api/chat` request to a real model behind the stub
 (`contreact.stub.real`) and the answer it got, stored with the model, the prompt's name,
 the options and the date, so a test can replay the answer through the scripted stub.
-Needs the `real` extra. Usage: `python benchmarks/real_capture.py [NAME ...]`.
+Needs the `real` extra. Usage: `python benchmarks/capture/real_capture.py [NAME ...]`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import httpx
 from contreact.nodes.prompts import SYSTEM_PROMPT, opening_turn, system_text
 from contreact.stub.real import build_real_server
 
-OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "real_captures"
+OUT = Path(__file__).resolve().parents[2] / "tests" / "data" / "real_captures"
 
 REACT_PLACEHOLDERS = """To use a tool, answer in this format:
 Thought: your reasoning
@@ -68,7 +68,9 @@ def capture(model: str, name: str) -> dict[str, Any]:
         "prompt": name,
         "about": about,
         "captured": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "how": "benchmarks/real_capture.py: contreact.stub.real, llama-cpp-python 0.3 on CPU",
+        "how": (
+            "benchmarks/capture/real_capture.py: contreact.stub.real, llama-cpp-python 0.3 on CPU"
+        ),
         "options": OPTIONS,
         "messages": messages,
         "content": answer["message"]["content"],

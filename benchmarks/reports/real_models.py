@@ -13,7 +13,7 @@ With `--modes`, instead: each model runs 3 cycles in text and in constrained too
 with a parseable tool call, the steps parsed at all (a call or a final answer), memory
 writes per cycle, memory-tool calls and truncations.
 
-Usage: `python benchmarks/real_models.py [--modes] [MODEL ...]`.
+Usage: `python benchmarks/reports/real_models.py [--modes] [MODEL ...]`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from contreact.stub.real import SHIPPED_MODELS, build_real_server
 from contreact.text.toolcalls import FinalAnswer, ToolCalls, parse_response
 from contreact.tools.registry import MEMORY_TOOLS, PARAMETER_SCHEMAS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def demo(model: str) -> None:

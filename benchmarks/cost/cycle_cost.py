@@ -1,7 +1,7 @@
 """Driver time per cycle early and late in one long run of the steady workload.
 
-What it measures: whether a cycle late in a run costs what an early one did (issue 30:
-every per-cycle cost is O(1) in the cycle number). The workload is
+What it measures: whether a cycle late in a run costs what an early one did (every
+per-cycle cost must be O(1) in the cycle number). The workload is
 ``common.steady_scenario``: every cycle writes one of 8 memory slots, reads it back,
 lists the keys and reflects (four model calls, three tool calls), so the agent's own
 work is constant and whatever grows is the framework's.
@@ -19,10 +19,15 @@ Bytes per cycle early and late are ``storage_growth.py``'s and
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     Figure,

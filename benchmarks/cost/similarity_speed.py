@@ -13,15 +13,19 @@ Reflections: every note joins four texts of the labelled calibration set
 agents), picked by the cycle number, ~600 characters, as long as a typical reflection of
 the models the paper ran. The monitor's time is measured as in a run: the earlier notes'
 n-grams were counted in earlier cycles (a warm process), the new note's are counted now.
-Run: `.venv/bin/python benchmarks/similarity_speed.py [--quick]`.
+Run: `.venv/bin/python benchmarks/cost/similarity_speed.py [--quick]`.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import yaml
 from common import Figure, parser, print_table, report
@@ -29,7 +33,7 @@ from common import Figure, parser, print_table, report
 from contreact.analysis.similarity import lexical_matrix, sparse_cosine, tfidf_vectors
 from contreact.text.similarity import _grams, char_ngrams, lexical_scores
 
-PAIRS = Path(__file__).resolve().parents[1] / "tests" / "data" / "similarity_pairs.yaml"
+PAIRS = Path(__file__).resolve().parents[2] / "tests" / "data" / "similarity_pairs.yaml"
 
 
 def notes(n: int) -> list[str]:

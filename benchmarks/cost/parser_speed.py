@@ -3,14 +3,21 @@
 Real model messages are a few kB; this measures the parser on 50 kB inputs built to
 defeat naive scanners (deeply nested or unclosed braces, many `{"name":` prefixes, tag
 and ReAct floods), so a regression to quadratic-or-worse behaviour shows up as figures.
-Run: `.venv/bin/python benchmarks/parser_speed.py [--quick]`.
+The figure is the slowest input's median parse time (information: no target).
+Run: `.venv/bin/python benchmarks/cost/parser_speed.py [--quick]`.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import Figure, parser, report
 
 from contreact.text.toolcalls import parse_response
 from contreact.tools.registry import PARAMETER_SCHEMAS
@@ -50,18 +57,21 @@ def inputs(size: int) -> dict[str, str]:
 
 def main() -> None:
     """Print the median parse time per input."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller inputs, fewer repeats")
-    args = parser.parse_args()
+    args = parser(__doc__.splitlines()[0]).parse_args()  # --quick: smaller inputs, fewer repeats
     size, repeats = (10_000, 2) if args.quick else (50_000, 5)
     print(f"{'input':28s} {'chars':>8s} {'median s':>10s}")
+    slowest = ("", 0.0)
     for name, text in inputs(size).items():
         times = []
         for _ in range(repeats):
             started = time.perf_counter()
             parse_response(text, [], PARAMETER_SCHEMAS)
             times.append(time.perf_counter() - started)
-        print(f"{name:28s} {len(text):8d} {statistics.median(times):10.4f}")
+        took = statistics.median(times)
+        print(f"{name:28s} {len(text):8d} {took:10.4f}")
+        slowest = max(slowest, (name, took), key=lambda found: found[1])
+    label = f"slowest parse of a {size:,}-character input"
+    report([Figure("P", label, slowest[1], "s", note=slowest[0])], args.json)
 
 
 if __name__ == "__main__":

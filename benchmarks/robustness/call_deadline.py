@@ -1,21 +1,26 @@
 """When a stream that drips one chunk a second is abandoned under `ollama.timeout_s: 3`.
 
-Issue 31: a stream sending a chunk a second never trips a per-read timeout, so a run with
-`timeout_s: 3` took a 25-second answer. Figures: (g1) one model call against that stream,
-from the request to the timeout error (target: the 3 s deadline, within 0.5 s); (g2) a
-1-cycle `contreact run` whose first answer drips (the attempt is abandoned and retried:
-it completes); (g3) the same run when every attempt drips (`retries: 2`: it fails with
-one line, printed here). Every answer goes over real HTTP to the bundled stub, which
-drips 25 one-dot chunks a second apart (`{"kind": "drip", "seconds": 1, "chunks": 25}`).
+A stream sending a chunk a second never trips a per-read timeout: without a deadline for the
+whole call, a run with `timeout_s: 3` would take a 25-second answer. Figures: (g1) one model
+call against that stream, from the request to the timeout error (target: the 3 s deadline,
+within 0.5 s); (g2) a 1-cycle `contreact run` whose first answer drips (the attempt is
+abandoned and retried: it completes); (g3) the same run when every attempt drips
+(`retries: 2`: it fails with one line, printed here). Every answer goes over real HTTP to
+the bundled stub, which drips 25 one-dot chunks a second apart
+(`{"kind": "drip", "seconds": 1, "chunks": 25}`).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     MODEL,

@@ -42,6 +42,7 @@ checkpointer) and the hand-written loop.
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -49,6 +50,9 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     MODEL,

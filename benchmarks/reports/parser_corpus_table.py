@@ -4,21 +4,27 @@ For every model family in `tests/data/toolcall_dialects.yaml`: its cases, how ma
 out as expected by being read (calls found, or an answer kept as the reflection), how
 many get the expected corrective turn (unreadable, echoed placeholders: listed with
 `why` or `reason`), and how many come out wrong (anything else; the test suite holds this
-at zero). Run: `.venv/bin/python benchmarks/parser_corpus_table.py [--wrong]`.
+at zero). The figure is that count of wrong cases. The corpus parses in about a second, so
+`--quick` is the whole of it. Run: `.venv/bin/python benchmarks/reports/parser_corpus_table.py
+[--wrong]`.
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import yaml
+from common import Figure, parser, report
 
 from contreact.text.toolcalls import FinalAnswer, NoAnswer, Parsed, ToolCalls, parse_response
 
-CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "toolcall_dialects.yaml"
+CORPUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "toolcall_dialects.yaml"
 
 
 def verdict(case: dict[str, Any], result: Parsed) -> str:
@@ -39,9 +45,9 @@ def verdict(case: dict[str, Any], result: Parsed) -> str:
 
 def main() -> None:
     """Print the table (and, with --wrong, every case that came out wrong)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wrong", action="store_true", help="list the wrong cases")
-    args = parser.parse_args()
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--wrong", action="store_true", help="list the wrong cases")
+    args = p.parse_args()
     corpus = yaml.safe_load(CORPUS.read_text(encoding="utf-8"))
     rows: dict[str, Counter[str]] = {}
     wrong: list[str] = []
@@ -67,6 +73,8 @@ def main() -> None:
     )
     if args.wrong:
         print("\n".join(wrong))
+    cases = sum(total.values())
+    report([Figure("T", f"corpus cases read wrong, of {cases}", len(wrong), "", 0)], args.json)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ import pstats
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 import uuid
 from collections import defaultdict
@@ -67,6 +68,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     BenchStorage,

@@ -12,16 +12,21 @@ its reflections, memory and event log (wall-clock fields aside) equal the uninte
 run's, and the model requests the stub received are the uninterrupted run's plus at
 most one repeat per kill (only a call in flight at a kill is asked again).
 
-    python benchmarks/random_kill.py --trials 30
-    python benchmarks/random_kill.py --trials 10 --db-url postgresql://postgres@127.0.0.1:5432/test
+    python benchmarks/robustness/random_kill.py --trials 30
+    python benchmarks/robustness/random_kill.py --trials 10 --db-url postgresql://postgres@127.0.0.1:5432/test
 """
 
 from __future__ import annotations
 
 import random
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     BenchStorage,

@@ -36,7 +36,7 @@ Monitoring reads go through a third database (``bench_scale_<pid>_mon``, which h
 dropped at the end. Needs a PostgreSQL superuser (``pg_walinspect``, ``CREATE DATABASE``);
 ``--db-url`` names the server (default: the local test server).
 
-Run: ``.venv/bin/python benchmarks/pg_scale.py [--quick] [--db-url URL] [--no-queue]``.
+Run: ``.venv/bin/python benchmarks/cost/pg_scale.py [--quick] [--db-url URL] [--no-queue]``.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ import asyncio
 import logging
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -54,6 +55,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psycopg
 from common import (

@@ -27,10 +27,15 @@ share one PostgreSQL database instead.
 from __future__ import annotations
 
 import resource
+import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     BenchStorage,

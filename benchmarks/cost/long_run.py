@@ -1,6 +1,6 @@
 """(L) A long run: per-cycle driver time, bytes, RSS and command times at cycles 1 to 10,000.
 
-What it measures: whether the 10,000th cycle of a run costs what the 10th did (issue 30).
+What it measures: whether the 10,000th cycle of a run costs what the 10th did.
 One run of the steady workload (``common.steady_cycle``: each cycle writes one of 8 memory
 slots, reads it back, lists the keys and reflects in varied sentences; the model is the
 stub at 0 ms latency, in a child process) is driven the way a user drives it, by
@@ -30,7 +30,7 @@ shared virtual machine every phase of a cycle, those that touch no storage too, 
 slower for stretches of a run and not in others. So two figures are also taken in turns,
 where both sides see the same machine: (L1p) ``WINDOW`` cycles resumed from a copy of the
 run at the end of its first tenth and from a copy at its end, ``PAIRED_ROUNDS`` rounds, the
-order alternating; and the resumes at cycle 10 and at the end (L4, L4w), ``RESUME_REPEATS``
+order alternating; and the resumes at cycle 10 and at the end (L4, L4c), ``RESUME_REPEATS``
 rounds likewise.
 
 ``--keep DIR`` keeps the data directory (SQLite) for a look at the report's plots.
@@ -65,12 +65,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from common import (
     MODEL,
     PYTHON,
     BenchStorage,
     Figure,
-    WarmDaemon,
     bench_storage,
     child_env,
     contreact_cmd,
@@ -86,17 +88,15 @@ T = TypeVar("T")
 MARKS = (1, 100, 1_000, 5_000, 9_000, 10_000)
 NUM_CTX = 4096
 """The prompt window: full within the first few dozen cycles, so the workload is steady
-from there (issue 30 measured at 16384, where it filled near cycle 225; `--num-ctx`)."""
+from there (at 16384 it filled near cycle 225; `--num-ctx`)."""
 WINDOW = 100
 """Cycles whose median driver time is shown at each mark."""
 RESUME_REPEATS = 5
 """`resume --cycles 1` at cycle 10 and at the end: the median of this many, taken in turns
-(one sample of the warm one varied from 0.3 to 0.5 s between marks)."""
+(one sample varied by half between marks)."""
 PAIRED_ROUNDS = 4
 """Rounds of the paired driver-time figure (L1p): in each, `WINDOW` cycles resumed from
 the end of the first tenth and `WINDOW` from the end of the run, in turns."""
-WARM_RESUME = "resume, daemon"
-"""`resume --cycles 1` started by `contreact daemon` (the engine already imported)."""
 
 
 # ------------------------------------------------------------------------------ the stub
@@ -110,7 +110,7 @@ def serve_stub() -> None:
     class Unrecorded(StubServer):
         # The stub keeps every request for tests to inspect: 40,000 prompts of a long
         # run would be gigabytes of the stub's memory, and nobody reads them here.
-        def _record(self, *args: Any, **kwargs: Any) -> None:
+        def record(self, *args: Any, **kwargs: Any) -> None:
             pass
 
     raise SystemExit(serve_until_signal(Unrecorded(steady_agent(), models=[MODEL]).start()))
@@ -203,9 +203,9 @@ def copy_of(where: BenchStorage, into: Path) -> BenchStorage:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{name}"')
         # As with SQLite's copy: the copy's pages sit dirty in the server's buffers, and the
-        # timed command's reads waited for them to be written out (0.33 -> 0.46 s for a
-        # resume started by the daemon, more the larger the copy). A CHECKPOINT writes them
-        # first (it needs a superuser or pg_checkpoint; without, the figure keeps the cost).
+        # timed command's reads waited for them to be written out (more the larger the
+        # copy). A CHECKPOINT writes them first (it needs a superuser or pg_checkpoint;
+        # without, the figure keeps the cost).
         with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
             conn.execute("CHECKPOINT")
     # The first connection to a new database builds its cache of the system catalogs (and
@@ -307,31 +307,25 @@ def in_turns(sides: list[T], rounds: int) -> Iterator[T]:
         yield from sides if round_ % 2 == 0 else sides[::-1]
 
 
-def resumes(copy: BenchStorage, run_id: str, warm: WarmDaemon, host: str) -> dict[str, Timed]:
-    """`resume --cycles 1` in a fresh process, then started by the daemon (a cycle each)."""
+def resumes(copy: BenchStorage, run_id: str, host: str) -> dict[str, Timed]:
+    """`resume --cycles 1` in a fresh process (one more cycle)."""
     resume = contreact_cmd(copy, "resume", run_id, "--cycles", "1", "-q", "--host", host)
-    out = {"resume --cycles 1": timed(resume)}
-    served = warm.served()
-    out[WARM_RESUME] = timed(resume, env=warm.env())
-    if warm.served() != served + 1:
-        raise RuntimeError("the daemon did not start the warm resume")
-    return out
+    return {"resume --cycles 1": timed(resume)}
 
 
 def measure_commands(
     where: BenchStorage,
     run_id: str,
     workdir: Path,
-    warm: WarmDaemon,
     host: str,
 ) -> dict[str, Timed]:
     """`resume --cycles 1`, `show` and `report` of the run as it is now.
 
-    The resume is made on a copy, in a fresh process, then started by the daemon (one
-    more cycle each). The figures' resumes at the end are `paired_resumes`.
+    The resume is made on a copy, in a fresh process (one more cycle). The figures'
+    resumes at the end are `paired_resumes`.
     """
     with a_copy(where, workdir) as copy:
-        out = resumes(copy, run_id, warm, host)
+        out = resumes(copy, run_id, host)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         out["show"] = timed(contreact_cmd(where, "show", run_id))
         out["report"] = timed(
@@ -368,9 +362,9 @@ def ten_cycles(host: str, where: BenchStorage, workdir: Path, num_ctx: int) -> N
 
 
 def paired_resumes(
-    ten: BenchStorage, end: BenchStorage, run_id: str, workdir: Path, warm: WarmDaemon, host: str
+    ten: BenchStorage, end: BenchStorage, run_id: str, workdir: Path, host: str
 ) -> tuple[dict[str, Timed], dict[str, Timed]]:
-    """`resume --cycles 1` at cycle 10 (run `ten`) and at the end, cold and warm, in turns.
+    """`resume --cycles 1` at cycle 10 (run `ten`) and at the end, in turns.
 
     Taken one after the other, the two would differ by what the machine did in between
     (at the start of a run and an hour later, another process's load or none); in turns,
@@ -380,7 +374,7 @@ def paired_resumes(
     samples: dict[tuple[str, str], list[Timed]] = {}
     for label, where, run in in_turns([("ten", ten, "ten"), ("end", end, run_id)], RESUME_REPEATS):
         with a_copy(where, workdir) as copy:
-            for name, took in resumes(copy, run, warm, host).items():
+            for name, took in resumes(copy, run, host).items():
                 samples.setdefault((label, name), []).append(took)
     medians = {key: median_timed(found) for key, found in samples.items()}
     return (
@@ -450,7 +444,6 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         stub = stack.enter_context(SteadyStub())
         where = stack.enter_context(bench_storage(args.db_url))
-        warm = stack.enter_context(WarmDaemon(workdir))
         backend = "SQLite" if where.is_sqlite else "PostgreSQL"
         print(
             f"{cycles:,} steady cycles on {backend}, num_ctx {args.num_ctx}, marks {marks}",
@@ -476,7 +469,7 @@ def main() -> None:
                 )
             done = mark
             row = Mark(mark, database_bytes(where), driver.rss_mb)
-            row.commands = measure_commands(where, run_id, workdir, warm, stub.url)
+            row.commands = measure_commands(where, run_id, workdir, stub.url)
             if mark == first_tenth:
                 early = copy_of(where, workdir / "early")
                 stack.callback(drop_copy, early, where)
@@ -496,27 +489,23 @@ def main() -> None:
         print("in turns: cycles from the first tenth and from the end; resumes at 10 and the end")
         assert early is not None
         paired = paired_cycles(early, where, (first_tenth, cycles), run_id, workdir)
-        ten, end = paired_resumes(ten_where, where, run_id, workdir, warm, stub.url)
+        ten, end = paired_resumes(ten_where, where, run_id, workdir, stub.url)
         rows[-1].commands.update(end)
     shutil.rmtree(workdir, ignore_errors=True)
     show_results(rows, times, ten, cycles, args.json, filled, paired)
 
 
 def resumes_of(kept: Path, num_ctx: int, db_url: str | None) -> None:
-    """L4, L4w and L4a alone, for a run kept by `--keep` (its cycles and figures are not redone).
+    """L4 and L4c alone, for a run kept by `--keep` (its cycles and figures are not redone).
 
     With `db_url`, the run `long` is in that PostgreSQL database (`kept` its data directory),
     and the 10-cycle run goes in a throwaway database on the same server.
     """
     workdir = Path(tempfile.mkdtemp(prefix="contreact-long-"))
     where = BenchStorage(kept, db_url)
-    with (
-        SteadyStub() as stub,
-        WarmDaemon(workdir) as warm,
-        bench_storage(db_url) as ten_where,
-    ):
+    with SteadyStub() as stub, bench_storage(db_url) as ten_where:
         ten_cycles(stub.url, ten_where, workdir, num_ctx)
-        tens, ends = paired_resumes(ten_where, where, "long", workdir, warm, stub.url)
+        tens, ends = paired_resumes(ten_where, where, "long", workdir, stub.url)
     shutil.rmtree(workdir, ignore_errors=True)
     for name, ten in tens.items():
         at_end = ends[name]
@@ -564,7 +553,7 @@ def show_results(
                 r.bytes / 1e6,
                 per_cycle,
                 r.driver_rss_mb,
-                *[r.commands[k].seconds for k in ("resume --cycles 1", WARM_RESUME)],
+                r.commands["resume --cycles 1"].seconds,
                 *[r.commands[k].seconds for k in ("show", "report")],
                 r.commands["resume --cycles 1"].rss_mb,
                 r.commands["resume --cycles 1"].cpu_s,
@@ -578,7 +567,6 @@ def show_results(
             "B/cycle since last mark",
             "driver RSS MB",
             "resume s",
-            "resume, daemon s",
             "show s",
             "report s",
             "resume RSS MB",
@@ -594,8 +582,7 @@ def show_results(
     first_b = (by_cycle[first_mark].bytes - by_cycle[1].bytes) / (first_mark - 1)
     last_b = (by_cycle[cycles].bytes - by_cycle[late_mark].bytes) / max(1, cycles - late_mark)
     end = by_cycle[cycles]
-    ten, ten_warm = tens["resume --cycles 1"], tens[WARM_RESUME]
-    warm_end = end.commands[WARM_RESUME]
+    ten = tens["resume --cycles 1"]
     figures = [
         Figure(
             "L1",
@@ -665,22 +652,6 @@ def show_results(
             "x",
             1.2,
             note=f"{ten.cpu_s:.2f} -> {end.commands['resume --cycles 1'].cpu_s:.2f} CPU-s",
-        ),
-        Figure(
-            "L4w",
-            f"resume --cycles 1 started by the daemon at cycle {cycles:,} vs at 10",
-            warm_end.seconds / ten_warm.seconds,
-            "x",
-            1.2,
-            note=f"{ten_warm.seconds:.2f} -> {warm_end.seconds:.2f} s",
-        ),
-        Figure(
-            "L4a",
-            f"resume --cycles 1 started by the daemon at cycle {cycles:,}",
-            max(warm_end.seconds, ten_warm.seconds),
-            "s",
-            1.0,
-            note="the slower of the two (at cycle 10 and at the end)",
         ),
         Figure("L5", f"report at cycle {cycles:,}", end.commands["report"].seconds, "s"),
         Figure("L6", f"show at cycle {cycles:,}", end.commands["show"].seconds, "s"),

@@ -6,7 +6,7 @@ model call, a tool or between steps), sends the signal and times the exit. Then
 `contreact status` must say `interrupted` and `contreact resume` must end the run
 identical (reflections, memory, events) to an uninterrupted one.
 
-    python benchmarks/signal_stop.py --trials 5
+    python benchmarks/robustness/signal_stop.py --trials 5
 """
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ import json
 import random
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     Figure,

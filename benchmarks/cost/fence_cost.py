@@ -7,10 +7,16 @@ one setting read per row written. This measures that: the constant-work run (thr
 calls a cycle, 0 ms model latency, the stub in a child process) on two throwaway PostgreSQL
 databases, one with the fence installed, alternating, wall and CPU per model call in
 steady state (the minimum over repetitions, and the median).
-Run: `.venv/bin/python benchmarks/fence_cost.py [--db-url URL] [--quick]`.
+Run: `.venv/bin/python benchmarks/cost/fence_cost.py [--db-url URL] [--quick]`.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     Figure,

@@ -5,15 +5,19 @@ explorer (about 12 events per cycle: model calls, tool calls, an operator messag
 loaded as DataFrames and exported as parquet and as CSV. Printed: the tables' sizes, the
 time of each (best of 3), and the load time per 1000 events, the figure that says how far a
 study scales (the event log is most of what is read). Needs the analysis extra.
-Run: `.venv/bin/python benchmarks/study_load.py [--quick] [--db-url URL]`.
+Run: `.venv/bin/python benchmarks/cost/study_load.py [--quick] [--db-url URL]`.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import Figure, bench_storage, parser, print_table, report, run_config
 

@@ -42,6 +42,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+# The shared helpers (common.py, ...) are in benchmarks/, the folder above this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from common import (
     PYTHON,
     BenchStorage,
