@@ -59,6 +59,7 @@ from contreact.config import (
     default_ollama_host,
     parse_config,
 )
+from contreact.engine.tracing import traced
 from contreact.errors import (
     LeaseLostError,
     NotWaitingError,
@@ -369,8 +370,13 @@ def _drive(
     # While this process drives the run it beats; once it is killed the beat stops and
     # `list`/`status` show the run as interrupted within seconds. On a PostgreSQL without
     # autovacuum it also keeps the run tables' statistics fresh (`checkpoints.statistics`).
+    # With the OpenTelemetry variables set, the drive is traced (`engine.tracing`).
     try:
-        with Heartbeat(engine_for(storage), record.run_id), Statistics(engine_for(storage)):
+        with (
+            Heartbeat(engine_for(storage), record.run_id),
+            Statistics(engine_for(storage)),
+            traced(storage, record),
+        ):
             return _drive_steps(
                 record,
                 config,

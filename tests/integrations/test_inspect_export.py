@@ -5,6 +5,8 @@ tables (JSON lines and CSV) and as an Inspect eval log; `inspect_ai.log.read_eva
 reads the log back, and its samples, messages, tool calls and scores must say what the
 tables say. Operator words are the operator's, a run still going is exported as started,
 and without the `inspect` extra the command says in one line what to install.
+
+Needs the `inspect` extra (the `integrations` tier of `.ci/run` installs it).
 """
 
 from __future__ import annotations
@@ -18,8 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inspect_ai.log import EvalLog, read_eval_log
-from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
+
+from support.extras import needs
+
+needs("inspect_ai", "inspect")
+
+from inspect_ai.log import EvalLog, read_eval_log  # noqa: E402
+from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser  # noqa: E402
 
 from contreact.analysis.metrics import TABLE1_KEYS
 from contreact.analysis.pei.evaluation import set_level
@@ -32,6 +39,8 @@ from support.backends import Backend
 from support.batches import run_batch
 from support.cli import cli_in_process
 from support.stub import scripted_stub
+
+pytestmark = pytest.mark.integrations
 
 MODELS = ("stub-a", "stub-b")
 
