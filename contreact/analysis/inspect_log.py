@@ -9,7 +9,8 @@ One eval log per batch, or per run outside a batch; each run is a sample, its me
 the run's transcript (`inspect_transcript`). Table 1's run totals are the sample's scores
 (`analysis.metrics`, the numbers `report` and `export --batch` show), a stored PEI level
 is a score per evaluator, and the run's other totals are metadata. The eval's metadata
-holds each run's model, options, seed, config and provenance records. A run still going
+holds each run's model, options, seed, config and provenance records. What a model wrote
+is untrusted: the log tells the viewer to show it as plain text. A run still going
 (running, paused for the operator, interrupted) is exported as it stands: the log's
 status is `started`, and its metadata and the sample's name the runs and why.
 
@@ -117,6 +118,7 @@ def eval_log(engine: Engine, name: str, runs: Sequence[RunRecord], *, batch: boo
         EvalStats,
     )
     from inspect_ai.model import GenerateConfig, ModelUsage
+    from inspect_ai.viewer import ViewerConfig
 
     ratings: dict[str, list[PeiResult]] = {}
     for result in stored_results(engine, [r.run_id for r in runs]):
@@ -163,6 +165,8 @@ def eval_log(engine: Engine, name: str, runs: Sequence[RunRecord], *, batch: boo
             config=EvalConfig(epochs=1),
             packages={"contreact": __version__},
             metadata=metadata,
+            # What a model wrote is shown as plain text: no markdown, links or media.
+            viewer=ViewerConfig(trust_content=False),
         ),
         plan=EvalPlan(
             name="contreact",

@@ -90,6 +90,8 @@ def test_one_log_for_the_batch_each_run_a_sample(exported: Exported) -> None:
     assert [s.id for s in log.samples or []] == [r["run_id"] for r in runs] == exported.run_ids
     assert log.eval.dataset.sample_ids == exported.run_ids
     assert log.eval.model == "ollama/stub-a, ollama/stub-b"
+    # Model text is untrusted: the viewer shows it as plain text, never as markdown or links.
+    assert log.eval.viewer is not None and log.eval.viewer.trust_content is False
     # Each run's model, options, seed and provenance, as its RUN_START recorded them.
     described = log.eval.metadata["contreact"]["runs"] if log.eval.metadata else {}
     assert described.keys() == set(exported.run_ids)

@@ -33,7 +33,7 @@ from support.paths import ROOT
 from support.runs import read_log, write_config
 from support.stub import scripted_stub
 
-needs("opentelemetry.sdk", "otel")
+needs("openinference.instrumentation.langchain", "otel")
 
 from support.otlp import (  # noqa: E402
     ReceivedSpan,
