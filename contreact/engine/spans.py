@@ -32,8 +32,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from multiprocessing.util import Finalize
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.tracers.context import register_configure_hook
 from langchain_core.tracers.schemas import Run
@@ -57,6 +57,7 @@ from contreact.checkpoints.events import committed_watch, payload_of
 from contreact.checkpoints.registry import RunRecord, get_run
 from contreact.checkpoints.schema import events
 from contreact.checkpoints.storage import Storage
+from contreact.engine.tracing import shown
 from contreact.errors import detail
 
 log = logging.getLogger("contreact.tracing")
@@ -75,14 +76,6 @@ EXIT_WAIT_MS = 2000
 
 _EVENT_TYPE = re.compile(r'"event_type": "([A-Z_]+)"')
 _TRACED_EVENTS = frozenset({"CYCLE_START", "TOOL_CALL", "CYCLE_END"})
-
-
-def shown(url: str) -> str:
-    """A collector's URL as printed: without user, password or query."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", "")) or url
 
 
 class _Exporter(SpanExporter):
@@ -188,6 +181,7 @@ class _Setup:
     tracer: trace_api.Tracer
     model_tracer: OITracer
     hook: ContextVar[OpenInferenceTracer | None]
+    exited: bool = False
 
     def at_exit(self) -> None:
         """Send what is queued, within `EXIT_WAIT_MS`; nothing while the collector is down.
@@ -195,6 +189,9 @@ class _Setup:
         The processor's own flush and shutdown wait as long as an export retries, so the
         flush runs on a thread of its own that the exit waits for a bounded time.
         """
+        if self.exited:
+            return
+        self.exited = True
         if not self.exporter.down:
             flush = threading.Thread(
                 target=self.processor.force_flush, name="trace-flush", daemon=True
@@ -265,6 +262,9 @@ def _set_up(protocol: str) -> _Setup:
             hook,
         )
         atexit.register(_setup.at_exit)
+        # A process multiprocessing started (a batch's run) ends without atexit: it runs
+        # its own finalizers instead.
+        Finalize(None, _setup.at_exit, exitpriority=100)
         return _setup
 
 

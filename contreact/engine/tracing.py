@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
 
 from contreact.checkpoints.registry import RunRecord
 from contreact.checkpoints.storage import Storage
@@ -64,6 +65,15 @@ def protocol(environ: Mapping[str, str] | None = None) -> str:
                 )
             return value
     return SENT[0]
+
+
+def shown(url: str) -> str:
+    """A collector's URL as printed: without user, password or query."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", "")) or url
 
 
 @contextmanager

@@ -276,3 +276,13 @@ def test_without_the_extra_it_says_what_to_install(
         "pip install 'contreact[inspect]'"
     )
     assert not out.exists()
+
+
+def test_runs_named_by_id_go_in_their_batchs_log(exported: Exported, tmp_path: Path) -> None:
+    chosen = [exported.run_ids[2], exported.run_ids[0]]
+    done = cli_in_process(exported.backend, "export", *chosen, "-f", "inspect", "-o", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    (path,) = tmp_path.iterdir()
+    assert path.name == Path(exported.log.location).name  # the batch's log, by its fixed name
+    # Inspect keeps a log's samples in its own order (by id).
+    assert [s.id for s in read_eval_log(str(path)).samples or []] == sorted(chosen)

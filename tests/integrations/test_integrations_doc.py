@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -64,7 +65,7 @@ def get(url: str) -> Any:
 
 
 def wait_for(
-    what: str, check: Callable[[], bool], proc: subprocess.Popen[str], timeout: float
+    what: str, check: Callable[[], bool], proc: subprocess.Popen[str], folder: Path, timeout: float
 ) -> None:
     """Wait until `check()` holds; fail with the server's output if it died or never did."""
     deadline = time.monotonic() + timeout
@@ -75,10 +76,21 @@ def wait_for(
         except OSError:
             pass  # not listening yet
         if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            out, _ = proc.communicate()
-            raise AssertionError(f"{what} never held; the server said:\n{out[-3000:]}")
+            stop(proc)
+            said = "\n".join(p.read_text(encoding="utf-8") for p in folder.glob("server-*.log"))
+            raise AssertionError(f"{what} never held; the server said:\n{said[-3000:]}")
         time.sleep(0.5)
+
+
+def stop(server: subprocess.Popen[str]) -> None:
+    """End a server this test started, and whatever its shell started (its session)."""
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=30)
 
 
 @pytest.fixture
@@ -112,16 +124,20 @@ def run_lines(
         for written, free in ports.items():
             line = line.replace(written, str(free))
         if line.endswith("&"):
-            servers.append(
-                subprocess.Popen(
-                    ["bash", "-c", "exec " + line[:-1].strip()],
-                    cwd=cwd,
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
+            # A session of its own: the server and the shell that starts it end together.
+            # Its output goes to a file: a pipe nobody reads would stall a chatty server.
+            with (cwd / f"server-{len(servers)}.log").open("w", encoding="utf-8") as log:
+                servers.append(
+                    subprocess.Popen(
+                        ["bash", "-c", line[:-1].strip()],
+                        cwd=cwd,
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        start_new_session=True,
+                    )
                 )
-            )
             continue
         done = subprocess.run(
             ["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
@@ -148,7 +164,9 @@ def test_inspect_view_serves_an_exported_study(scratch: tuple[Path, dict[str, st
     (viewer,) = run_lines([serve + " &"], folder, env, {"7575": port})
     base = f"http://127.0.0.1:{port}/api"
     try:
-        wait_for("the log list", lambda: bool(get(f"{base}/log-files")["files"]), viewer, 120)
+        wait_for(
+            "the log list", lambda: bool(get(f"{base}/log-files")["files"]), viewer, folder, 120
+        )
         (listed,) = get(f"{base}/log-files")["files"]
         (written,) = (folder / "inspect-logs").iterdir()
         assert listed["name"].endswith(f"/inspect-logs/{written.name}")
@@ -161,8 +179,7 @@ def test_inspect_view_serves_an_exported_study(scratch: tuple[Path, dict[str, st
             assert roles["system"] == 1 and roles["user"] >= 2 and roles["assistant"] >= 2
             assert set(sample["scores"]) >= {"memory_tool_ops", "response_chars"}
     finally:
-        viewer.terminate()
-        viewer.wait(timeout=30)
+        stop(viewer)
     (line,) = bundle
     run_lines([line], folder, env, {})
     site = folder / "inspect-site"
@@ -210,11 +227,10 @@ def test_phoenix_shows_a_traced_run(scratch: tuple[Path, dict[str, str]]) -> Non
                 spans = get(f"{base}/v1/projects/contreact/spans?limit=1000")["data"]
                 return Counter(s["span_kind"] for s in spans)
 
-            wait_for(f"{wanted} in Phoenix", lambda: kinds() == wanted, phoenix, 60)
+            wait_for(f"{wanted} in Phoenix", lambda: kinds() == wanted, phoenix, folder, 60)
             spans = get(f"{base}/v1/projects/contreact/spans?limit=1000")["data"]
             assert {s["context"]["trace_id"] for s in spans} == {spans[0]["context"]["trace_id"]}
             (agent,) = [s for s in spans if s["span_kind"] == "AGENT"]
             assert agent["name"] == "run explorer-1"
         finally:
-            phoenix.terminate()
-            phoenix.wait(timeout=60)
+            stop(phoenix)

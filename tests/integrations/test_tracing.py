@@ -141,6 +141,36 @@ def test_a_run_traced_to_a_local_receiver(
     assert len(events_of(backend, "traced", "TOOL_CALL")) == TOOL_CALLS
 
 
+def test_a_batchs_runs_are_traced_from_their_own_processes(
+    sqlite_backend: Backend, tmp_path: Path
+) -> None:
+    """`contreact batch` drives each run in a process of its own, which ends without atexit."""
+    backend = sqlite_backend
+    with (
+        StubServer(models=["stub-a", "stub-b"]).start() as server,
+        otlp_http_receiver() as receiver,
+    ):
+        spec = {
+            "batch": "bt",
+            "models": ["stub-a", "stub-b"],
+            "replicates": 1,
+            "cycles": 2,
+            "ollama": {"host": server.url},
+            "storage": backend.storage_yaml(),
+        }
+        path = tmp_path / "bt.batch.yaml"
+        path.write_text(json.dumps(spec), encoding="utf-8")
+        done = cli(backend, "batch", str(path), env=otel_env(receiver.url))
+        assert done.returncode == 0, done.stderr
+        receiver.wait_for(lambda spans: sum(s.kind == "AGENT" for s in spans) == 2)
+    spans = receiver.got()
+    for run_id in ("bt.stub-a.r1", "bt.stub-b.r1"):
+        mine = [s for s in spans if s.attributes.get("session.id") == run_id]
+        kinds = Counter(s.kind for s in mine)
+        calls, tools = (events_of(backend, run_id, k) for k in ("LLM_INVOCATION", "TOOL_CALL"))
+        assert kinds == {"AGENT": 1, "CHAIN": 2, "LLM": len(calls), "TOOL": len(tools)}, run_id
+
+
 def test_a_collector_that_is_down_neither_slows_nor_fails_a_run(
     sqlite_backend: Backend, tmp_path: Path
 ) -> None:
