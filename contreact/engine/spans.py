@@ -57,7 +57,6 @@ from contreact.checkpoints.events import committed_watch, payload_of
 from contreact.checkpoints.registry import RunRecord, get_run
 from contreact.checkpoints.schema import events
 from contreact.checkpoints.storage import Storage
-from contreact.engine.tracing import shown
 from contreact.errors import detail
 
 log = logging.getLogger("contreact.tracing")
@@ -223,15 +222,7 @@ def _set(*names: str) -> bool:
     return any(os.environ.get(name, "").strip() for name in names)
 
 
-def _where(protocol: str) -> str:
-    traces = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
-    if traces:
-        return shown(traces)
-    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-    return shown(base if protocol == "grpc" else base.rstrip("/") + "/v1/traces")
-
-
-def _set_up(protocol: str) -> _Setup:
+def _set_up(protocol: str, where: str) -> _Setup:
     """The process's tracing, made once (the first traced drive's protocol and endpoint)."""
     global _setup
     with _setup_lock:
@@ -241,7 +232,7 @@ def _set_up(protocol: str) -> _Setup:
         resource = Resource.create(defaults).merge(OTELResourceDetector().detect())
         provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         inner = _exporter(protocol)
-        exporter = _Exporter(inner, _where(protocol))
+        exporter = _Exporter(inner, where)
         reasons = _Reasons(exporter)
         for name in {type(inner).__module__, "opentelemetry.exporter.otlp.proto.grpc.exporter"}:
             logging.getLogger(name).addFilter(reasons)
@@ -416,9 +407,9 @@ def _cycle_in_flight(storage: Storage, run_id: str) -> int | None:
 
 
 @contextmanager
-def drive(storage: Storage, record: RunRecord, protocol: str) -> Iterator[None]:
-    """Trace one drive of `record`'s run: its spans, made while the body runs."""
-    setup = _set_up(protocol)
+def drive(storage: Storage, record: RunRecord, protocol: str, where: str) -> Iterator[None]:
+    """Trace one drive of `record`'s run to the collector at `where` (as shown to a person)."""
+    setup = _set_up(protocol, where)
     run_id = record.run_id
     cycle = _cycle_in_flight(storage, run_id)
     span = setup.tracer.start_span(

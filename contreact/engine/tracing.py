@@ -76,6 +76,16 @@ def shown(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", "")) or url
 
 
+def collector(protocol: str, environ: Mapping[str, str] | None = None) -> str:
+    """Where the spans go, as a warning names it (the URL the exporter posts to)."""
+    env = os.environ if environ is None else environ
+    traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if traces:
+        return shown(traces)
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    return shown(base if protocol == "grpc" else base.rstrip("/") + "/v1/traces")
+
+
 @contextmanager
 def traced(storage: Storage, record: RunRecord) -> Iterator[None]:
     """Trace this drive of `record`'s run if the variables ask for it; else do nothing.
@@ -95,5 +105,5 @@ def traced(storage: Storage, record: RunRecord) -> Iterator[None]:
         raise ConfigError(
             f"{variable} is set: traces need the `otel` extra ({INSTALL_HINT}), or unset {variable}"
         ) from None
-    with spans.drive(storage, record, chosen):
+    with spans.drive(storage, record, chosen, collector(chosen)):
         yield

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contreact.config import ConfigError
-from contreact.engine.tracing import endpoint_variable, protocol, shown
+from contreact.engine.tracing import collector, endpoint_variable, protocol, shown
 
 
 def test_an_endpoint_turns_tracing_on_and_opentelemetrys_switches_turn_it_off() -> None:
@@ -37,3 +37,13 @@ def test_a_collectors_url_is_shown_without_its_credentials() -> None:
         "https://collector:4318/v1/traces"
     )
     assert shown("http://[::1]:4317") == "http://[::1]:4317"
+
+
+def test_the_collector_is_named_as_the_exporter_posts_to_it() -> None:
+    base = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:6006/"}
+    assert collector("http/protobuf", base) == "http://127.0.0.1:6006/v1/traces"
+    assert collector("grpc", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317"}) == (
+        "http://127.0.0.1:4317"
+    )
+    traces = {**base, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://u:p@h:1/t"}
+    assert collector("http/protobuf", traces) == "http://h:1/t"
