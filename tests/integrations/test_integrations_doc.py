@@ -153,10 +153,10 @@ def test_inspect_view_serves_an_exported_study(scratch: tuple[Path, dict[str, st
     folder, env = scratch
     (open_study, bundle) = blocks("Open a study in `inspect view`")
     with StubServer(models=["stub-a", "stub-b"]).start() as server:
+        # 2 models x 2 replicates x 3 cycles, as the export's own test.
         run_ids = run_batch(
-            Backend("sqlite", folder / "runs"), server, "my-batch", ["stub-a", "stub-b"],
-            replicates=1, cycles=2,
-        )  # fmt: skip
+            Backend("sqlite", folder / "runs"), server, "my-batch", ["stub-a", "stub-b"]
+        )
     *commands, serve = open_study
     assert serve.startswith(".venv/bin/inspect view") and "--port 7575" in serve
     port = free_port()
@@ -208,6 +208,7 @@ def test_phoenix_shows_a_traced_run(scratch: tuple[Path, dict[str, str]]) -> Non
                 "Phoenix's health",
                 lambda: urllib.request.urlopen(f"{base}/healthz").status == 200,
                 phoenix,
+                folder,
                 300,
             )
             run_lines([run], folder, env, ports)
