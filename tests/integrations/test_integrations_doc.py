@@ -195,7 +195,7 @@ def test_phoenix_shows_a_traced_run(scratch: tuple[Path, dict[str, str]]) -> Non
     ((*setup, serve, run),) = blocks("Watch a run in Phoenix")
     assert "phoenix serve" in serve and run.endswith("contreact run my-run.yaml")
     ports = {"6006": free_port(), "4317": free_port()}
-    with StubServer().start() as server:
+    with StubServer(models=["llama3.1:8b"]).start() as server:
         (folder / "my-run.yaml").write_text(
             f"run_id: explorer-1\nmodel: llama3.1:8b\ncycles: 2\nollama: {{host: {server.url}}}\n",
             encoding="utf-8",
