@@ -139,8 +139,10 @@ def run_lines(
                     )
                 )
             continue
+        # Installing Phoenix takes minutes, more on a busy machine; a command, seconds.
+        timeout = 1800 if "pip install" in line else 300
         done = subprocess.run(
-            ["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+            ["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
         )
         assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
     return servers
