@@ -315,9 +315,10 @@ def export(
     """Export a run (its event log as JSON lines, or its cycles as CSV) or a batch's tables.
 
     A batch's tables are those `contreact.load` returns; parquet needs pandas and
-    pyarrow, the `analysis` extra. `--format inspect` writes Inspect AI eval logs (one per
-    batch, or per run outside a batch; each run a sample) for `inspect view`; it needs
-    the `inspect` extra.
+    pyarrow, the `analysis` extra.
+
+    `--format inspect` writes Inspect AI eval logs for `inspect view` (one per batch, or
+    per run outside a batch; each run a sample); it needs the `inspect` extra.
     """
     from contreact.checkpoints.engines import engine_for
 
