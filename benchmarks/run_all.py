@@ -54,6 +54,9 @@ BENCHMARKS = [
 LEFT_OUT = {
     "capture/real_capture.py": "it writes test data (tests/data/real_captures/), not figures, "
     "and needs the `real` extra",
+    "cost/tracing_overhead.py": "it needs the `otel` extra (the integrations tier's), which "
+    "the benchmarks' environment does not install",
+    "cost/otlp_sink.py": "a local OTLP collector that tracing_overhead.py starts, not a benchmark",
     "reports/real_models.py": "it needs the `real` extra (llama-cpp-python, built from source) "
     "and minutes of CPU generation per model; it has no smoke version",
 }

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,16 @@ def append_lines(storage: Storage, run_id: str, lines: Sequence[dict[str, Any]])
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
+committed_watch: ContextVar[Callable[[str, Sequence[str]], None] | None] = ContextVar(
+    "contreact_committed_watch", default=None
+)
+"""Told of the events each commit added (scope, JSONL lines), in the context that set it.
+
+Only new events reach the mirror, so a watcher sees every effect once: a step replayed
+from the journal after a resume commits nothing new. A run's traces are made from them.
+"""
+
+
 def mirror_lines(engine: Engine, storage: Storage, run_id: str, lines: Sequence[str]) -> None:
     """Append committed events (`line_text`) to the JSONL mirror; a deleted one is rebuilt.
 
@@ -44,6 +55,9 @@ def mirror_lines(engine: Engine, storage: Storage, run_id: str, lines: Sequence[
     """
     if not lines:
         return
+    watch = committed_watch.get()
+    if watch is not None:
+        watch(run_id, lines)
     try:
         fd = os.open(log_path(storage, run_id), os.O_WRONLY | os.O_APPEND)
     except FileNotFoundError:

@@ -294,3 +294,5 @@ def main_options(
 
         default_ollama_host()
     logging.basicConfig(level=logging.WARNING if debug else logging.ERROR, format="%(message)s")
+    # A run whose traces cannot reach their collector says so, once, without --debug.
+    logging.getLogger("contreact.tracing").setLevel(logging.WARNING)

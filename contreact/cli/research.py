@@ -279,13 +279,18 @@ def report(
 
 @command()
 def export(
-    run_id: Annotated[str | None, typer.Argument(help="The run (or --batch).")] = None,
+    runs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="The run (or --batch); several with --format inspect.", show_default=False
+        ),
+    ] = None,
     batch: Annotated[
         str | None,
         typer.Option(
             "--batch",
             help="Export a batch's tables instead: runs, cycles, events, tool_calls, memory, "
-            "pei (one file each).",
+            "pei (one file each); with --format inspect, its eval log.",
         ),
     ] = None,
     fmt: Annotated[
@@ -294,7 +299,7 @@ def export(
             "--format",
             "-f",
             help="A run: jsonl (event log) or csv (one row per cycle). "
-            "A batch: parquet, csv or jsonl.",
+            "A batch: parquet, csv or jsonl. Runs or a batch: inspect (Inspect AI eval logs).",
         ),
     ] = "jsonl",
     out_path: Annotated[
@@ -302,8 +307,8 @@ def export(
         typer.Option(
             "--out",
             "-o",
-            help="A run: this file instead of stdout. "
-            "A batch: this folder (default: DATA_DIR/exports/<batch>).",
+            help="A run: this file instead of stdout. A batch, or inspect logs: this folder "
+            "(default: DATA_DIR/exports/<batch>, or DATA_DIR/exports/inspect).",
         ),
     ] = None,
 ) -> None:
@@ -311,9 +316,23 @@ def export(
 
     A batch's tables are those `contreact.load` returns; parquet needs pandas and
     pyarrow, the `analysis` extra.
+
+    `--format inspect` writes Inspect AI eval logs for `inspect view` (one per batch, or
+    per run outside a batch; each run a sample); it needs the `inspect` extra.
     """
     from contreact.checkpoints.engines import engine_for
 
+    named = list(dict.fromkeys(runs or []))
+    if fmt == "inspect":
+        if not named and batch is None:
+            raise BadInputError("name runs, or a batch with --batch NAME")
+        _export_inspect(engine_for(storage()), named, batch, out_path)
+        return
+    if len(named) > 1:
+        raise BadInputError(
+            "name one run (several runs export together only with --format inspect)"
+        )
+    run_id = named[0] if named else None
     if (run_id is None) == (batch is None):
         raise BadInputError("name a run, or a batch with --batch NAME (not both)")
     engine = engine_for(storage())
@@ -322,6 +341,20 @@ def export(
         return
     assert run_id is not None
     _export_run(engine, run_id, fmt, out_path)
+
+
+def _export_inspect(
+    engine: Engine, run_ids: list[str], batch: str | None, out_dir: Path | None
+) -> None:
+    from contreact.analysis.inspect_log import export_inspect, require_inspect
+    from contreact.analysis.runs import select_runs
+
+    _checked(require_inspect)
+    chosen = _checked(lambda: select_runs(engine, run_ids, batch))
+    target = out_dir or storage().data_dir / "exports" / "inspect"
+    for written in _checked(lambda: export_inspect(engine, chosen, target)):
+        note = " (runs still going: exported as started)" if written.status == "started" else ""
+        err.print(f"wrote {written.samples} sample(s) to {written.path}{note}", markup=False)
 
 
 def _export_batch(engine: Engine, batch: str, fmt: str, out_dir: Path | None) -> None:

@@ -192,6 +192,8 @@ def run_process_main(request: RunRequest) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     die_with_parent()
     logging.basicConfig(level=logging.ERROR, format="%(message)s")
+    # A run whose traces cannot reach their collector says so, once.
+    logging.getLogger("contreact.tracing").setLevel(logging.WARNING)
     # Credentials in OLLAMA_HOST reach this process's requests to that host.
     if "@" in os.environ.get("OLLAMA_HOST", ""):
         default_ollama_host()

@@ -40,6 +40,7 @@ from contreact.config import Config
 from contreact.engine.operator_policy import AskOperator
 from contreact.engine.operator_policy import answer as answer_by_policy
 from contreact.engine.outcome import Progress, RunOutcome, SilentProgress
+from contreact.engine.tracing import traced
 from contreact.errors import (
     LeaseLostError,
     NotWaitingError,
@@ -116,8 +117,13 @@ def drive(
     # While this process drives the run it beats; once it is killed the beat stops and
     # `list`/`status` show the run as interrupted within seconds. On a PostgreSQL without
     # autovacuum it also keeps the run tables' statistics fresh (`checkpoints.statistics`).
+    # With the OpenTelemetry variables set, the drive is traced (`engine.tracing`).
     try:
-        with Heartbeat(engine_for(storage), record.run_id), Statistics(engine_for(storage)):
+        with (
+            Heartbeat(engine_for(storage), record.run_id),
+            Statistics(engine_for(storage)),
+            traced(storage, record),
+        ):
             return _drive_steps(
                 record,
                 config,
