@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from contreact.nodes.assemble import OPERATOR_NOTE
+from contreact.nodes.prompts import OPERATOR_NOTE
 from contreact.tools.registry import OPERATOR_TOOL
 
 if TYPE_CHECKING:

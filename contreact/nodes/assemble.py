@@ -29,7 +29,7 @@ from contreact.graph.state import AgentState, Context, StateUpdate
 from contreact.nodes.budgets import tools_offered
 from contreact.nodes.context_budget import fit_reflections, plan_trim
 from contreact.nodes.notes import in_reach, notes_for_prompt
-from contreact.nodes.prompts import opening_turn, system_text
+from contreact.nodes.prompts import OPERATOR_NOTE, opening_turn, system_text
 from contreact.nodes.provenance import gather
 from contreact.nodes.step import ledger_of, node
 from contreact.ollama.tool_mode import TEXT_MODES, decide_tool_mode
@@ -152,10 +152,6 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
             update["messages"] = [RemoveMessage(id=str(messages[i].id)) for i in trim.dropped]
         update["stats"] = {**state.stats, "trims": state.stats["trims"] + 1}
     return update
-
-
-OPERATOR_NOTE = "A message from the operator: {message}"
-"""How an `operator_message` intervention reads in its cycle's opening turn."""
 
 
 def _with_operator_messages(text: str, ctx: Context, cycle: int) -> str:

@@ -131,6 +131,10 @@ def text_tool_turns(messages: Sequence[AnyMessage]) -> list[BaseMessage]:
     return out
 
 
+OPERATOR_NOTE = "A message from the operator: {message}"
+"""How an intervention's operator message is added to its cycle's opening turn."""
+
+
 REFLECTION_FORMAT_HEADING = "## Format of your final response"
 
 
