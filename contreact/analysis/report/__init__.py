@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contreact.analysis.export import columns_of, write_csv
+from contreact.analysis.csv_writer import columns_of, write_csv
 from contreact.analysis.pei.self_rating import self_vs_cross
 from contreact.analysis.report.collect import ReportData, RunData, collect
 from contreact.analysis.report.plots import (
