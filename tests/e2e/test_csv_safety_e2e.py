@@ -98,4 +98,4 @@ def test_every_csv_contreact_writes_is_inert(sqlite_backend: Backend, tmp_path: 
     # The model's text is all there, behind the apostrophe that keeps it inert.
     assert {LINK, DDE, *VALUES.values(), "+1 555 0100 =call me"} <= seen
     assert "'" + DDE in cells(written["tables/memory.csv"])
-    assert "'" + LINK in cells(written["report/cycles.csv"])
+    assert "'" + LINK in cells(written["tables/cycles.csv"])

@@ -21,7 +21,8 @@ from contreact.analysis.metrics import (
 )
 from contreact.analysis.pei.matrix import PeiMatrix, build_matrix
 from contreact.analysis.pei.results import PeiResult, stored_results
-from contreact.analysis.report.methods import Methods, collect_methods, replicate_of
+from contreact.analysis.report.methods import Methods, collect_methods
+from contreact.analysis.runs import replicate_of
 from contreact.analysis.similarity import PairwiseSimilarity, pairwise
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for
