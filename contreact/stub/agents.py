@@ -233,9 +233,9 @@ class SimulatedAgent:
     item ``k`` (only tools the client offered are planned); after the plan, or as soon
     as tools are withdrawn, it gives a 1-3 sentence reflection whose wording varies with
     (model, cycle, seed, the request's ``options.seed`` and ``options.temperature``), so
-    runs that differ only by seed or by temperature differ as a sampling model's would. A question about the Phenomenal
-    Experience Inventory (PEI) without tools gets ``"Level N ..."`` so PEI workflows
-    have something to parse.
+    runs that differ only by seed or by temperature differ as a sampling model's would. A
+    question about the Phenomenal Experience Inventory (PEI) without tools gets
+    ``"Level N ..."`` so PEI workflows have something to parse.
     """
 
     def __init__(self, seed: int = 0) -> None:

@@ -1,5 +1,8 @@
-"""The agreement statistics equal the libraries': ICC(A,1) and its interval and Kendall's W
-against pingouin, Krippendorff's alpha against the krippendorff package; test-retest too."""
+"""The agreement statistics equal the libraries', and test-retest is agreement over repeats.
+
+ICC(A,1) and its interval and Kendall's W against pingouin, Krippendorff's alpha against
+the krippendorff package.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""Figures a journal takes: their sizes, 8 pt text, nothing cut off, legends off the data,
-a model's one colour everywhere, and PDF, SVG and a 300 dpi PNG of each."""
+"""Figures a journal takes, in the shared style of the report and the notebook.
+
+Their sizes, 8 pt text, nothing cut off, legends off the data, a model's one colour
+everywhere, and PDF, SVG and a 300 dpi PNG of each.
+"""
 
 from __future__ import annotations
 
