@@ -291,7 +291,8 @@ def independent_test(
 ) -> PermutationTest:
     """Permutation test of mean(b) - mean(a): runs reassigned between the two samples."""
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if len(x) == 0 or len(y) == 0:
+    if len(x) < 2 or len(y) < 2:
+        # One run on a side: a handful of arrangements, and scipy asks for two a side.
         return PermutationTest(None, True, None)
     if float(np.ptp(np.concatenate([x, y]))) == 0.0:
         return PermutationTest(1.0, True, None)

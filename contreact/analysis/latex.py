@@ -47,8 +47,8 @@ def escape(text: object) -> str:
 
 
 def label_of(name: str) -> str:
-    r"""A `\label` key from a file name: letters, digits, `-` and `:` only."""
-    return "tab:" + re.sub(r"[^A-Za-z0-9:-]+", "-", name).strip("-")
+    r"""A `\label` key from a file name: letters, digits, `-`, `_` and `:` only."""
+    return "tab:" + re.sub(r"[^A-Za-z0-9:_-]+", "-", name).strip("-")
 
 
 def table(

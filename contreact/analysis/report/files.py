@@ -188,9 +188,11 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
     save_csv("cycles.csv", cycles, columns_of(cycles) or ["run_id", "cycle"])
     save_csv("table1_runs.csv", run_rows(data))
     save_csv("table1_models.csv", model_rows(data))
-    save_csv("trajectories.csv", trajectory_rows(data), ["batch", "model", "metric", "cycle"])
+    trajectories = trajectory_rows(data)
+    save_csv("trajectories.csv", trajectories, columns_of(trajectories) or ["batch", "model"])
     for comparison in [*data.batch_comparisons, *filter(None, [data.model_comparison])]:
-        save_csv(f"{comparison_stem(comparison)}.csv", difference_rows(comparison), ["metric"])
+        rows = difference_rows(comparison)
+        save_csv(f"{comparison_stem(comparison)}.csv", rows, columns_of(rows) or ["metric"])
     if data.pei is not None:
         for name, (rows, columns) in _pei_rows(data).items():
             save_csv(name, rows, columns)
