@@ -71,7 +71,8 @@ def test_table1_intervals_are_scipys_bootstrap_of_the_runs(made: Made) -> None:
     runs = read_csv(made.out / "table1_runs.csv")
     models = read_csv(made.out / "table1_models.csv")
     assert [(m["batch"], m["model"], m["runs"]) for m in models] == [
-        ("a", "stub-a", "3"), ("a", "stub-b", "3"), ("a-hot", "stub-a", "3"), ("a-hot", "stub-b", "3")
+        ("a", "stub-a", "3"), ("a", "stub-b", "3"),
+        ("a-hot", "stub-a", "3"), ("a-hot", "stub-b", "3"),
     ]  # fmt: skip
     for m in models:
         for key in TABLE1_KEYS:

@@ -18,7 +18,7 @@ import io
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -49,7 +49,8 @@ OKABE_ITO = (
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 """Past eight models the colours repeat, with the next marker."""
-BATCH_STYLES = ("-", "--", ":", "-.")
+LineStyle = Literal["-", "--", ":", "-."]
+BATCH_STYLES: tuple[LineStyle, ...] = ("-", "--", ":", "-.")
 """Line styles of the batches of a figure, in their order (a model keeps its colour)."""
 
 RC: dict[str, Any] = {
@@ -79,7 +80,7 @@ RC: dict[str, Any] = {
 @contextmanager
 def styled() -> Iterator[None]:
     """Draw (and save) figures in the shared style; matplotlib's own settings come back."""
-    with matplotlib.rc_context(RC):
+    with matplotlib.rc_context(cast(Any, RC)):
         yield
 
 
@@ -99,7 +100,7 @@ def palette(models: Iterable[str]) -> dict[str, tuple[str, str]]:
     }
 
 
-def batch_styles(batches: Iterable[str | None]) -> dict[str | None, str]:
+def batch_styles(batches: Iterable[str | None]) -> dict[str | None, LineStyle]:
     """Each batch's line style, in the order given."""
     order = list(dict.fromkeys(batches))
     return {b: BATCH_STYLES[i % len(BATCH_STYLES)] for i, b in enumerate(order)}

@@ -24,6 +24,7 @@ from matplotlib.ticker import MaxNLocator
 
 from contreact.analysis.figures.style import (
     TWO_COLUMN,
+    LineStyle,
     batch_styles,
     figure,
     legend_below,
@@ -85,7 +86,7 @@ def _layout(
 ) -> tuple[
     dict[Group, list[dict[str, Any]]],
     dict[str, tuple[str, str]],
-    dict[str | None, str],
+    dict[str | None, LineStyle],
     int,
     list[float],
 ]:
@@ -133,7 +134,7 @@ def _legend(
     fig: Figure,
     groups: Sequence[Group],
     colours: dict[str, tuple[str, str]],
-    styles: dict[str | None, str],
+    styles: dict[str | None, LineStyle],
     extra: Sequence[tuple[Any, str]] = (),
 ) -> None:
     handles: list[Any] = []
