@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
-from typing import Literal
+from typing import Any, Literal
 
 from contreact.analysis.intervals import (
     SEED,
@@ -37,7 +37,8 @@ from contreact.analysis.intervals import (
     paired_test,
     rank_biserial,
 )
-from contreact.analysis.metrics import TABLE1, RunSummary
+from contreact.analysis.metrics import TABLE1, TABLE1_KEYS, RunSummary
+from contreact.analysis.records import records
 from contreact.analysis.runs import replicate_of
 
 PAIRED_EFFECT = "rank-biserial r"
@@ -80,6 +81,21 @@ class Comparison:
     kind: Literal["batches", "models"]
     rows: list[Difference]
     notes: list[str]
+
+
+def summaries_of(runs: Any) -> list[RunSummary]:
+    """Runs as this module compares them, from `contreact.load(...).runs` or its rows."""
+    return [
+        RunSummary(
+            run_id=str(row["run_id"]),
+            model=str(row["model"]),
+            batch=None if row.get("batch") is None else str(row["batch"]),
+            status=str(row.get("status", "")),
+            cycles=int(row["cycles"]),
+            values={key: row[key] for key in TABLE1_KEYS},
+        )
+        for row in records(runs)
+    ]
 
 
 def _one_length(runs: Sequence[RunSummary]) -> tuple[list[RunSummary], list[str]]:

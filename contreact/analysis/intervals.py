@@ -202,6 +202,8 @@ class PermutationTest:
         """`p = 0.25 (exact; smallest possible 0.25)` or `p = 0.031 (9999 permutations)`."""
         if self.p_value is None:
             return "no test"
+        if self.exact and self.smallest_p is None:
+            return f"p = {self.p_value:.3g} (exact: no difference to test)"
         if self.exact:
             return f"p = {self.p_value:.3g} (exact; smallest possible {self.smallest_p:.3g})"
         return f"p = {self.p_value:.3g} ({RESAMPLES} random permutations, seed {SEED})"

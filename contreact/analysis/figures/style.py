@@ -106,13 +106,6 @@ def batch_styles(batches: Iterable[str | None]) -> dict[str | None, LineStyle]:
     return {b: BATCH_STYLES[i % len(BATCH_STYLES)] for i, b in enumerate(order)}
 
 
-def records(table: Any) -> list[dict[str, Any]]:
-    """Rows from a list of mappings or from a pandas DataFrame (`contreact.load`'s tables)."""
-    if hasattr(table, "to_dict"):
-        return [dict(row) for row in table.to_dict("records")]
-    return [dict(row) for row in table]
-
-
 def render(fig: Figure) -> dict[str, bytes]:
     """The figure in every format of `FORMATS`, at its own size (PNG at `DPI`)."""
     found = {}
@@ -132,8 +125,9 @@ def render(fig: Figure) -> dict[str, bytes]:
     return found
 
 
-def save(fig: Figure, stem: Path) -> list[Path]:
+def save(fig: Figure, stem: Path | str) -> list[Path]:
     """Write `stem.pdf`, `stem.svg` and `stem.png` (created folder); returns the paths."""
+    stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     written = []
     for fmt, data in render(fig).items():

@@ -29,10 +29,10 @@ from contreact.analysis.figures.style import (
     figure,
     legend_below,
     palette,
-    records,
     styled,
 )
 from contreact.analysis.intervals import SEED, mean_bands
+from contreact.analysis.records import records
 from contreact.analysis.runs import replicate_of, run_order
 
 PLOTTED: tuple[tuple[str, str], ...] = (
