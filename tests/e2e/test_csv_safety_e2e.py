@@ -84,7 +84,9 @@ def test_every_csv_contreact_writes_is_inert(sqlite_backend: Backend, tmp_path: 
     batch = cli_in_process(backend, "export", "--batch", "b", "-f", "csv", "--out", str(tables))
     assert batch.returncode == 0, batch.stderr
     report = tmp_path / "report"
-    made = cli_in_process(backend, "report", "--batch", "b", "--out", str(report), "--lexical")
+    made = cli_in_process(
+        backend, "report", "--batch", "b", "--out", str(report), "--lexical", timeout=600
+    )
     assert made.returncode == 0, made.stderr
     for path in [*tables.glob("*.csv"), *report.glob("*.csv")]:
         written[str(path.relative_to(tmp_path))] = path.read_text(encoding="utf-8")

@@ -95,7 +95,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Generated]:
         assert len(rated.results) == 4 and not rated.failures
         out = root / "out"
         # The report asks no host (tests/e2e/test_provenance_e2e.py makes one with it down).
-        result = cli_in_process(backend, "report", "--batch", "b", "--out", str(out))
+        result = cli_in_process(backend, "report", "--batch", "b", "--out", str(out), timeout=600)
         tags = httpx.get(f"{server.url}/api/tags").json()["models"]
     assert result.returncode == 0, result.stderr + result.stdout
     digests = {m["name"].removesuffix(":latest"): m["digest"] for m in tags}

@@ -57,7 +57,9 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made]:
         )
         assert rated.returncode == 0, rated.stderr
     out = root / "report"
-    done = cli_in_process(backend, "report", "--batch", "a", "--batch", "a-hot", "--out", str(out))
+    # A report draws a dozen figures in three formats: minutes when the machine is busy.
+    args = ("report", "--batch", "a", "--batch", "a-hot", "--out", str(out))
+    done = cli_in_process(backend, *args, timeout=600)
     assert done.returncode == 0, done.stderr
     yield Made(backend, out, done.stdout)
 

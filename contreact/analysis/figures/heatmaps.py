@@ -22,6 +22,7 @@ from contreact.analysis.figures.style import (
     ONE_COLUMN,
     TWO_COLUMN,
     figure,
+    finish,
     legend_below,
     styled,
 )
@@ -118,7 +119,7 @@ def pei_heatmap(
             handles.append(Patch(color="white", alpha=0.0))
             labels.append("(n) stale rating, left out of the means")
         legend_below(fig, handles, labels)
-    return fig
+    return finish(fig)
 
 
 def similarity_heatmap(
@@ -150,4 +151,4 @@ def similarity_heatmap(
             _annotate(ax, grid, 0.0, 1.0, 2)
         if note:
             fig.supxlabel(note, fontsize=FONT_SIZE)
-    return fig
+    return finish(fig)

@@ -18,6 +18,7 @@ from contreact.analysis.figures.style import (
     ONE_COLUMN,
     TWO_COLUMN,
     figure,
+    finish,
     legend_below,
     palette,
     styled,
@@ -67,4 +68,4 @@ def self_cross(figures: Sequence[SelfCross], *, models: Sequence[str] | None = N
             ],
             ["one history", "mean, 95 % bootstrap interval"],
         )
-    return fig
+    return finish(fig)

@@ -110,6 +110,12 @@ def render(fig: Figure) -> dict[str, bytes]:
     """The figure in every format of `FORMATS`, at its own size (PNG at `DPI`)."""
     found = {}
     with styled():
+        # Laid out at the PNG's resolution (a second pass settles what the first moved,
+        # a colorbar's label), then kept: the three files share that layout.
+        fig.set_dpi(DPI)
+        fig.canvas.draw()
+        fig.canvas.draw()
+        fig.set_layout_engine("none")
         for fmt in FORMATS:
             buffer = io.BytesIO()
             # Metadata left out: the same figure gives the same bytes on every run.
@@ -135,6 +141,17 @@ def save(fig: Figure, stem: Path | str) -> list[Path]:
         path.write_bytes(data)
         written.append(path)
     return written
+
+
+def finish(fig: Figure) -> Figure:
+    """`fig` with its tick labels fixed at `FONT_SIZE`.
+
+    matplotlib makes tick labels when it draws, from the settings of that moment: fixed
+    here, a figure drawn or saved outside `styled` (`fig.savefig` in a notebook) keeps them.
+    """
+    for ax in fig.axes:
+        ax.tick_params(labelsize=FONT_SIZE)
+    return fig
 
 
 def legend_below(fig: Figure, handles: Sequence[Any], labels: Sequence[str]) -> None:

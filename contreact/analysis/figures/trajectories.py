@@ -27,6 +27,7 @@ from contreact.analysis.figures.style import (
     LineStyle,
     batch_styles,
     figure,
+    finish,
     legend_below,
     palette,
     styled,
@@ -198,7 +199,7 @@ def per_model(
         _legend(fig, list(groups), colours, styles, [band])
         if size > 1:
             fig.suptitle(f"Mean per window of {size} cycles")
-    return fig
+    return finish(fig)
 
 
 def per_run(
@@ -235,4 +236,4 @@ def per_run(
         _legend(fig, list(groups), colours, styles)
         if size > 1:
             fig.suptitle(f"Mean per window of {size} cycles")
-    return fig
+    return finish(fig)

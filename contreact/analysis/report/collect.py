@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from contreact.analysis.agreement import Agreement
 from contreact.analysis.comparisons import Comparison, compare_batches, compare_models
 from contreact.analysis.format_health import FormatHealth, format_health
 from contreact.analysis.intervals import SEED
@@ -24,6 +25,7 @@ from contreact.analysis.metrics import (
 from contreact.analysis.pei.matrix import PeiMatrix, build_matrix
 from contreact.analysis.pei.results import PeiResult, stored_results
 from contreact.analysis.pei.retest import Retest, self_consistency
+from contreact.analysis.pei.self_rating import SelfCross, self_vs_cross
 from contreact.analysis.report.methods import Methods, collect_methods
 from contreact.analysis.runs import replicate_of
 from contreact.analysis.similarity import PairwiseSimilarity, pairwise
@@ -74,6 +76,10 @@ class ReportData:
     """Every pair of models within each batch (None: fewer than two models)."""
     retests: list[Retest] = field(default_factory=list)
     """Each evaluator's test-retest consistency (`pei --repeat K`)."""
+    agreement: list[Agreement] = field(default_factory=list)
+    """The evaluators' agreement over `pei` (empty without ratings)."""
+    self_cross: list[SelfCross] = field(default_factory=list)
+    """Each model's self vs cross figure over `pei`."""
 
     @property
     def model_order(self) -> list[str]:
@@ -169,6 +175,7 @@ def collect(
     rated = [r for r in runs if any(p.run_id == r.run_id for p in results)]
     last = {d.run.run_id: d.reflections[-1][0] for d in data if d.reflections}
     summaries = [d.summary for d in data]
+    matrix = build_matrix(results, rated, last_cycles=last) if rated else None
     batches = list(dict.fromkeys(r.batch for r in runs))
     models = list(dict.fromkeys(r.model for r in runs))
     return ReportData(
@@ -177,7 +184,7 @@ def collect(
         runs=data,
         models=model_summaries(summaries, seed=seed),
         pei_results=results,
-        pei=build_matrix(results, rated, last_cycles=last) if rated else None,
+        pei=matrix,
         last_cycles=last,
         methods=collect_methods(engine, runs),
         health=format_health(engine, runs),
@@ -189,4 +196,6 @@ def collect(
         ],
         model_comparison=compare_models(summaries, seed=seed) if len(models) > 1 else None,
         retests=self_consistency(every, last),
+        agreement=matrix.agreement() if matrix is not None else [],
+        self_cross=self_vs_cross(matrix) if matrix is not None else [],
     )

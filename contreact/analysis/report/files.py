@@ -18,7 +18,6 @@ from contreact.analysis.comparisons import Comparison
 from contreact.analysis.csv_writer import columns_of, write_csv
 from contreact.analysis.figures.style import render
 from contreact.analysis.pei.matrix import PeiMatrix
-from contreact.analysis.pei.self_rating import self_vs_cross
 from contreact.analysis.report.collect import ReportData
 from contreact.analysis.report.plots import report_figures
 from contreact.analysis.report.render import render_html, render_markdown
@@ -115,7 +114,7 @@ def _pei_rows(data: ReportData) -> dict[str, tuple[list[dict[str, Any]], list[st
             "smallest_p": f.min_p,
             "p_exact": f.exact,
         }
-        for f in self_vs_cross(matrix)
+        for f in data.self_cross
     ]
     figure_columns = ["model", "histories", "self_mean", "cross_mean", "self_minus_cross"]
     figure_columns += ["ci_low", "ci_high", "interval_method", "p_value", "smallest_p", "p_exact"]
@@ -124,7 +123,7 @@ def _pei_rows(data: ReportData) -> dict[str, tuple[list[dict[str, Any]], list[st
         "pei_matrix.csv": (runs, ["history", "model", *matrix.columns, "stale"]),
         "pei_model_matrix.csv": (models, ["model", *by_model.columns]),
         "pei_self_vs_cross.csv": (figures, figure_columns),
-        "pei_agreement.csv": (agreement_rows(matrix.agreement()), list(AGREEMENT_COLUMNS)),
+        "pei_agreement.csv": (agreement_rows(data.agreement), list(AGREEMENT_COLUMNS)),
         "pei_test_retest.csv": (retest_rows(data), ["evaluator", "repeats", *AGREEMENT_COLUMNS]),
     }
 

@@ -16,7 +16,6 @@ from matplotlib.figure import Figure
 from contreact.analysis.figures import pei_heatmap, per_model, per_run, self_cross
 from contreact.analysis.figures import similarity_heatmap as draw_similarity
 from contreact.analysis.pei.matrix import PeiMatrix
-from contreact.analysis.pei.self_rating import self_vs_cross
 from contreact.analysis.report.collect import ReportData, RunData
 
 
@@ -115,7 +114,7 @@ def report_figures(data: ReportData) -> list[ReportFigure]:
                 lambda: _pei(matrix.by_model(), by_model=True),
             )
         )
-        figures = self_vs_cross(data.pei)
+        figures = data.self_cross
         if any(f.differences for f in figures):
             found.append(
                 ReportFigure(

@@ -13,7 +13,6 @@ import html
 from collections.abc import Sequence
 
 from contreact.analysis.comparisons import Comparison
-from contreact.analysis.pei.self_rating import self_vs_cross
 from contreact.analysis.report.collect import ReportData, RunData
 from contreact.analysis.report.statistics import (
     comparison_notes,
@@ -54,7 +53,7 @@ def _pei_text(data: ReportData) -> tuple[list[str], list[str], list[str]]:
     """The PEI footnotes, the self vs cross sentences and the instrument lines."""
     assert data.pei is not None
     notes = [f"* {note}" for note in data.pei.notes()]
-    figures = self_vs_cross(data.pei)
+    figures = data.self_cross
     return notes, [f.sentence() for f in figures], pei_instrument_lines(data.pei_results)
 
 
@@ -185,14 +184,14 @@ def render_markdown(data: ReportData, images: Sequence[tuple[str, str]]) -> str:
             PEI_ORDER,
             markdown_table(*pei_table(data.pei)),
             *footnotes,
-            *(f"- {line}" for line in agreement_lines(data.pei.agreement())),
+            *(f"- {line}" for line in agreement_lines(data.agreement)),
         ]
         parts += [
             "### PEI by history model × evaluator model (mean over replicates)",
             markdown_table(*pei_table(data.pei.by_model())),
             "### PEI self vs cross",
             SELF_CROSS,
-            markdown_table(*self_cross_table(self_vs_cross(data.pei))),
+            markdown_table(*self_cross_table(data.self_cross)),
             *(f"- {line}" for line in sentences),
         ]
         if data.retests:
@@ -271,9 +270,7 @@ def render_html(data: ReportData, images: Sequence[tuple[str, str, bytes]]) -> s
             _html_table(*pei_table(data.pei)),
             *(f'<p class="note pei-note">{html.escape(note)}</p>' for note in footnotes),
             "<ul>"
-            + "".join(
-                f"<li>{html.escape(line)}</li>" for line in agreement_lines(data.pei.agreement())
-            )
+            + "".join(f"<li>{html.escape(line)}</li>" for line in agreement_lines(data.agreement))
             + "</ul>",
         ]
         body += [
@@ -281,7 +278,7 @@ def render_html(data: ReportData, images: Sequence[tuple[str, str, bytes]]) -> s
             _html_table(*pei_table(data.pei.by_model())),
             "<h3>PEI self vs cross</h3>",
             f'<p class="note">{html.escape(SELF_CROSS)}</p>',
-            _html_table(*self_cross_table(self_vs_cross(data.pei))),
+            _html_table(*self_cross_table(data.self_cross)),
             "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in sentences) + "</ul>",
         ]
         if data.retests:
