@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from contreact.analysis.agreement import ALPHA_RESAMPLES, Agreement
-from contreact.analysis.comparisons import Comparison, Difference
+from contreact.analysis.comparisons import Comparison
 from contreact.analysis.figures.trajectories import PLOTTED
 from contreact.analysis.intervals import (
     BAND_RESAMPLES,
@@ -32,8 +32,8 @@ def _p(value: float | None) -> str:
     return "–" if value is None else f"{value:.3g}"
 
 
-def _number(value: float | None, scale: float) -> str:
-    return "–" if value is None else shown(value / scale, 2)
+def _number(value: float | None) -> str:
+    return "–" if value is None else shown(value, 1)
 
 
 def difference_rows(comparison: Comparison) -> list[dict[str, Any]]:
@@ -64,10 +64,6 @@ def difference_rows(comparison: Comparison) -> list[dict[str, Any]]:
     ]
 
 
-def _scale(d: Difference) -> tuple[float, str]:
-    return (1000.0, " (k)") if d.metric.endswith("_chars") else (1.0, "")
-
-
 def difference_table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     """A comparison for reading: metric, runs, both means, B − A [95 % interval], p, q, effect."""
     headers = ["Metric", "Runs", "n", "A", "B", "B − A [95 % interval]", "p", "q", "Effect"]
@@ -76,7 +72,6 @@ def difference_table(comparison: Comparison) -> tuple[list[str], list[list[str]]
         headers[3:5] = [first.a, first.b]
     body = []
     for d in comparison.rows:
-        scale, unit = _scale(d)
         interval = d.interval
         mark = "†" if interval.low is not None and interval.few else ""
         n = f"{d.pairs} pairs" if d.pairs else f"{d.n_a} vs {d.n_b}"
@@ -86,12 +81,12 @@ def difference_table(comparison: Comparison) -> tuple[list[str], list[list[str]]
             compared = d.scope
         body.append(
             [
-                d.label + unit,
+                d.label,
                 compared,
                 n,
-                _number(d.mean_a, scale),
-                _number(d.mean_b, scale),
-                f"{_number(interval.estimate, scale)} {interval.text(2, scale)}{mark}".strip(),
+                _number(d.mean_a),
+                _number(d.mean_b),
+                f"{_number(interval.estimate)} {interval.text(1)}{mark}".strip(),
                 _p(d.test.p_value) + ("" if d.test.exact else "*"),
                 _p(d.q_value),
                 "–" if d.effect is None else f"{d.effect:+.2f}",
@@ -103,15 +98,11 @@ def difference_table(comparison: Comparison) -> tuple[list[str], list[list[str]]
 def comparison_notes(comparison: Comparison) -> list[str]:
     """The notes under a comparison table: its own, then how to read the columns."""
     effect = next((d.effect_name for d in comparison.rows), "")
-    floors = sorted({d.test.smallest_p for d in comparison.rows if d.test.smallest_p})
-    floor = (
-        [f"With these runs an exact p cannot be below {', '.join(f'{p:.3g}' for p in floors)}."]
-        if floors
-        else []
-    )
     return [
         *comparison.notes,
-        *floor,
+        "An exact test has a floor: on n pairs p cannot be below 2/2^n (0.25 for 3 pairs), on "
+        "a runs against b, below 2/C(a+b, a) (0.1 for 3 against 3); the CSV's smallest_p "
+        "gives each row's.",
         f"p: two-sided permutation test (exact unless marked *, then {RESAMPLES} random "
         "permutations); q: Benjamini-Hochberg over this table's rows; effect: "
         f"{effect} (−1 to 1); † fewer than {FEW_RUNS} runs or pairs behind the interval.",
