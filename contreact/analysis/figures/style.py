@@ -165,4 +165,13 @@ def legend_below(fig: Figure, handles: Sequence[Any], labels: Sequence[str]) -> 
         columns = len(labels)
     else:
         columns = 3 if fig.get_figwidth() > ONE_COLUMN + 0.1 else 1
-    fig.legend(handles, labels, loc="outside lower center", ncols=columns)
+    # matplotlib fills a legend column by column; this order reads row by row instead.
+    rows = -(-len(labels) // columns)
+    order = [r * columns + c for c in range(columns) for r in range(rows)]
+    order = [i for i in order if i < len(labels)]
+    fig.legend(
+        [handles[i] for i in order],
+        [labels[i] for i in order],
+        loc="outside lower center",
+        ncols=columns,
+    )

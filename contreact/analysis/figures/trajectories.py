@@ -233,7 +233,8 @@ def per_run(
                         linewidth=0.9,
                         label=f"r{replicate_of(run) or i + 1}",
                     )
-        _legend(fig, list(groups), colours, styles)
+        fainter = (Line2D([], [], color="grey", alpha=0.5), "fainter: a later replicate")
+        _legend(fig, list(groups), colours, styles, [fainter])
         if size > 1:
             fig.suptitle(f"Mean per window of {size} cycles")
     return finish(fig)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import base64
 import html
+import struct
 from collections.abc import Sequence
 
 from contreact.analysis.comparisons import Comparison
+from contreact.analysis.figures.style import DPI, TWO_COLUMN
 from contreact.analysis.report.collect import ReportData, RunData
 from contreact.analysis.report.statistics import (
     comparison_notes,
@@ -79,11 +81,19 @@ def _html_table(headers: Sequence[str], body: Sequence[Sequence[str]], css: str 
     )
 
 
+def _print_width(png: bytes) -> float:
+    """A PNG's width in inches at the figures' resolution (from its header)."""
+    pixels = struct.unpack(">I", png[16:20])[0] if png[:8] == b"\x89PNG\r\n\x1a\n" else 0
+    return round(pixels / DPI, 2) if pixels else TWO_COLUMN
+
+
 def _img(name: str, data: bytes, alt: str) -> str:
+    """A figure at 1.5 times its print size on screen (as wide as fits), at it on paper."""
     encoded = base64.b64encode(data).decode("ascii")
     stem = name.rsplit(".", 1)[0]
     return (
-        f'<figure><img src="data:image/png;base64,{encoded}" alt="{html.escape(alt)}">'
+        f'<figure><img style="--w:{_print_width(data)}in" '
+        f'src="data:image/png;base64,{encoded}" alt="{html.escape(alt)}">'
         f"<figcaption>{html.escape(alt)} ({html.escape(stem)}.pdf, .svg and .png beside "
         "this page)</figcaption></figure>"
     )
@@ -109,7 +119,8 @@ overflow-wrap:normal}
 td{max-width:40rem}
 th{background:#f3f3f6}td:first-child,th:first-child{text-align:left}
 .hash{font-family:ui-monospace,monospace;font-size:.8rem}
-figure{margin:1rem 0}img{max-width:100%;height:auto;border:1px solid #eee}
+figure{margin:1rem 0}img{width:calc(var(--w,7in)*1.5);max-width:100%;height:auto;
+border:1px solid #eee}
 figcaption{font-size:.8rem;color:#555}.note{color:#555;font-size:.9rem}
 details{margin:.5rem 0}summary{cursor:pointer;font-weight:600}
 .reflection{white-space:pre-wrap;overflow-wrap:anywhere;background:#fafafa;
@@ -121,7 +132,7 @@ body{margin:0;max-width:none;padding:0;font-size:9pt}
 table{font-size:6.5pt;width:100%;table-layout:auto}
 th,td{padding:.1rem .2rem;overflow-wrap:anywhere;word-break:break-word;max-width:none}
 h2,h3{break-after:avoid}figure,tr{break-inside:avoid}
-img{max-height:24cm;object-fit:contain}
+img{width:var(--w,7in);max-width:100%;max-height:24cm;object-fit:contain}
 }
 """
 

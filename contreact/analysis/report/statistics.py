@@ -195,8 +195,8 @@ def statistics_lines(data: ReportData) -> list[str]:
         "unit resampled, so the cycles of a run stay together (a clustered bootstrap); "
         f"{RESAMPLES} resamples, seed {data.seed}. With {FEW_RUNS} runs or more the "
         f"interval is BCa; with fewer it is the percentile interval, marked †, since BCa's "
-        "corrections rest on normal quantiles so few values cannot support. No interval or "
-        "test here uses a normal approximation.",
+        "corrections rest on normal quantiles so few values cannot support. No interval of "
+        "Table 1 or of a comparison, and no test, uses a normal approximation.",
         f"Per-cycle bands: the same bootstrap at each cycle, {BAND_RESAMPLES} resamples.",
         "Comparisons: the difference of means (B − A) with a bootstrap interval (paired "
         "batches: resampling pairs within each model), a two-sided permutation test "
