@@ -2,7 +2,8 @@ r"""Tables as LaTeX a paper can `\input`: booktabs rules, escaped cells, notes b
 
 The report writes its main tables (Table 1 by model, the comparisons, the PEI matrices)
 as `.tex` files beside the CSVs. Each is a `table` float with a caption and a label,
-ruled with booktabs (`\usepackage{booktabs}` in the preamble), its cells escaped: a
+ruled with booktabs (`\usepackage{booktabs}` in the preamble; a table of more than
+`WIDE` columns is scaled to the line width with graphicx's `\resizebox`), its cells escaped: a
 model name such as `qwen3:8b_q4&k` or a note with `%` or `#` compiles as written. The
 characters the report uses beyond ASCII (minus, ±, ×, †, middle dot, dashes) become LaTeX
 commands that need no package beyond LaTeX itself, so a default pdflatex compiles them.
@@ -51,6 +52,10 @@ def label_of(name: str) -> str:
     return "tab:" + re.sub(r"[^A-Za-z0-9:_-]+", "-", name).strip("-")
 
 
+WIDE = 6
+"""Columns past which a table is scaled to the line width (it would run off the page)."""
+
+
 def table(
     headers: Sequence[str],
     body: Sequence[Sequence[str]],
@@ -63,20 +68,22 @@ def table(
     """A booktabs `table`: the first `first_left` columns left-aligned, the rest right."""
     columns = len(headers)
     align = "l" * min(first_left, columns) + "r" * max(0, columns - first_left)
-    size = "\\small\n" if columns > 5 else ""
+    wide = columns > WIDE
+    packages = "\\usepackage{booktabs}" + (" and \\usepackage{graphicx}" if wide else "")
     lines = [
-        "% Made by contreact report. Needs \\usepackage{booktabs} in the preamble.",
+        f"% Made by contreact report. Needs {packages} in the preamble.",
         "\\begin{table}[htbp]",
         "\\centering",
-        size + f"\\caption{{{escape(caption)}}}",
+        f"\\caption{{{escape(caption)}}}",
         f"\\label{{{label}}}",
+        *(["\\resizebox{\\linewidth}{!}{%"] if wide else []),
         f"\\begin{{tabular}}{{{align}}}",
         "\\toprule",
         " & ".join(escape(h) for h in headers) + " \\\\",
         "\\midrule",
         *(" & ".join(escape(c) for c in row) + " \\\\" for row in body),
         "\\bottomrule",
-        "\\end{tabular}",
+        "\\end{tabular}" + ("}" if wide else ""),
     ]
     if notes:
         lines.append("\\par\\smallskip")
@@ -89,6 +96,7 @@ def standalone(tables: Sequence[str]) -> str:
     """A document holding `tables`, to compile them on their own (`pdflatex`)."""
     return (
         "\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
+        "\\usepackage{graphicx}\n"
         "\\usepackage[margin=2cm,landscape]{geometry}\n\\begin{document}\n"
         + "\n".join(tables)
         + "\\end{document}\n"

@@ -135,7 +135,7 @@ def _latex_tables(data: ReportData) -> dict[str, str]:
         "table1_models": latex.table(
             headers,
             body,
-            caption="Table 1 by model: mean over runs [95 % bootstrap interval over runs]; "
+            caption="By model: the mean over runs [95 % bootstrap interval over runs]; "
             "characters in thousands.",
             label=latex.label_of("table1_models"),
             notes=model_notes(data),
