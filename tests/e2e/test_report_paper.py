@@ -77,6 +77,7 @@ def test_table1_intervals_are_scipys_bootstrap_of_the_runs(made: Made) -> None:
         ("a-hot", "stub-a", "3"), ("a-hot", "stub-b", "3"),
     ]  # fmt: skip
     for m in models:
+        assert m["interval_method"] == "percentile bootstrap"
         for key in TABLE1_KEYS:
             values = [
                 float(r[key]) for r in runs if (r["batch"], r["model"]) == (m["batch"], m["model"])

@@ -67,8 +67,9 @@ def model_rows(data: ReportData) -> list[dict[str, Any]]:
             row[f"{key}_ci_low"] = _rounded(interval.low if interval else None)
             row[f"{key}_ci_high"] = _rounded(interval.high if interval else None)
             row[f"{key}_se"] = _rounded(interval.standard_error if interval else None)
-        first = next(iter(m.intervals.values()), None)
-        row["interval_method"] = first.method if first else ""
+        # The bootstrap that made the intervals (a metric whose runs all agree has none).
+        methods = [i.method for i in m.intervals.values()]
+        row["interval_method"] = next((x for x in methods if "bootstrap" in x), methods[0])
         rows.append(row)
     return _batch_when_known(rows)
 
