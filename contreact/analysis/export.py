@@ -10,54 +10,22 @@ the files hold what `contreact.load` gives a notebook.
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from sqlalchemy import Engine
 
+from contreact.analysis.csv_writer import write_csv
 from contreact.analysis.metrics import cycle_table
 from contreact.analysis.runs import AnalysisInputError
 from contreact.checkpoints.event_store import iter_events
 from contreact.checkpoints.registry import RunRecord, get_run
-from contreact.text.terminal import visible
 
 FORMATS = ("jsonl", "csv")
 TABLE_FORMATS = ("parquet", "csv", "jsonl")
 """Formats of a study's tables (`export_tables`)."""
-
-
-def columns_of(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Every key of `rows`, in order of first appearance."""
-    return list(dict.fromkeys(key for row in rows for key in row))
-
-
-def write_csv(
-    rows: Sequence[dict[str, Any]], stream: TextIO, columns: Sequence[str] | None = None
-) -> int:
-    """Write `rows` as CSV with a header line; returns the number of data rows.
-
-    None becomes an empty cell; lists and dicts become JSON; terminal control characters
-    in text are shown escaped (a CSV is read with `cat` as often as with a spreadsheet).
-    """
-    header = list(columns) if columns is not None else columns_of(rows)
-    writer = csv.writer(stream, lineterminator="\n")
-    writer.writerow(header)
-    for row in rows:
-        writer.writerow([_cell(row.get(key)) for key in header])
-    return len(rows)
-
-
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, list | dict):
-        return visible(json.dumps(value, ensure_ascii=False))
-    if isinstance(value, str):
-        return visible(value)
-    return value
 
 
 def export_jsonl(engine: Engine, run_id: str, stream: TextIO) -> int:
@@ -109,7 +77,7 @@ def export_tables(
         AnalysisInputError: Unknown format.
         MissingExtraError: `parquet` without pandas and pyarrow.
     """
-    from contreact.analysis.frames import TABLES, columns, frame, require_pandas, table_rows
+    from contreact.analysis.frames import TABLES, columns, frame, require_pandas, tables_of
 
     if fmt not in TABLE_FORMATS:
         raise AnalysisInputError(
@@ -117,7 +85,7 @@ def export_tables(
         )
     if fmt == "parquet":
         require_pandas()
-    tables = table_rows(engine, runs)
+    tables = tables_of(engine, runs)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name in TABLES:

@@ -13,21 +13,28 @@ and the CLI never import them, and asking for a DataFrame without them says what
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from contreact.analysis.metrics import TABLE1_KEYS, cycle_table, run_summary
+from contreact.analysis.metrics import cycle_table
 from contreact.analysis.pei.results import PeiResult, stored_results
-from contreact.analysis.runs import select_runs
+from contreact.analysis.runs import run_order, select_runs
+from contreact.analysis.table_rows import (
+    event_rows,
+    intervention_rows,
+    json_text,
+    memory_rows,
+    operator_message_rows,
+    pei_rows,
+    run_row,
+    tool_call_rows,
+)
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.event_schema import ToolCall
 from contreact.checkpoints.event_store import read_events
-from contreact.checkpoints.fork import MEMORY_EVENTS, replay_event
 from contreact.checkpoints.registry import RunRecord
 from contreact.checkpoints.storage import Storage, resolve_storage
 from contreact.errors import MissingExtraError
@@ -35,16 +42,27 @@ from contreact.errors import MissingExtraError
 if TYPE_CHECKING:
     import pandas as pd
 
-TABLES: tuple[str, ...] = ("runs", "cycles", "events", "tool_calls", "memory", "pei")
-"""The tables, in the order they are documented and exported."""
+TABLES: tuple[str, ...] = (
+    "runs",
+    "cycles",
+    "events",
+    "tool_calls",
+    "memory",
+    "operator_messages",
+    "interventions",
+    "pei",
+)
+"""The study's tables, in the order they are documented and exported."""
 
 INSTALL_HINT = "pip install 'contreact[analysis]'"
 
 FIXED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "events": ("run_id", "seq", "cycle", "event_type", "timestamp", "payload"),
+    "events": ("run_id", "batch", "seq", "cycle", "event_type", "timestamp", "payload"),
     "tool_calls": (
         "run_id",
+        "batch",
         "cycle",
+        "seq",
         "step",
         "call_id",
         "tool_name",
@@ -55,136 +73,85 @@ FIXED_COLUMNS: dict[str, tuple[str, ...]] = {
         "truncated",
         "duration_s",
     ),
-    "memory": ("run_id", "cycle", "key", "value"),
-    "pei": ("run_id", "model", *(f.name for f in fields(PeiResult) if f.name != "run_id")),
+    "memory": ("run_id", "batch", "cycle", "key", "value"),
+    "operator_messages": (
+        "run_id",
+        "batch",
+        "cycle",
+        "seq",
+        "step",
+        "message",
+        "reply",
+        "replied_at",
+        "policy",
+        "wait_s",
+    ),
+    "interventions": (
+        "run_id",
+        "batch",
+        "cycle",
+        "seq",
+        "index",
+        "kind",
+        "detail",
+        "step",
+        "tool_name",
+        "timestamp",
+    ),
+    "pei": (
+        "run_id",
+        "batch",
+        "model",
+        *(f.name for f in fields(PeiResult) if f.name != "run_id"),
+    ),
 }
 """Tables whose columns do not depend on the runs (an empty table still has them)."""
 
+TIMES: dict[str, tuple[str, ...]] = {
+    "runs": ("created_at", "updated_at"),
+    "events": ("timestamp",),
+    "operator_messages": ("replied_at",),
+    "interventions": ("timestamp",),
+    "pei": ("created_at",),
+}
+"""Columns of ISO-8601 UTC text that a DataFrame holds as timezone-aware datetimes (and
+every flattened `*.recorded_at`, such as `start.provenance.recorded_at`)."""
 
-def flat_columns(value: Any, prefix: str) -> dict[str, Any]:
-    """A nested mapping as `a.b.c` columns; lists as JSON text (one cell per value)."""
-    if isinstance(value, dict):
-        flat: dict[str, Any] = {}
-        for key, inner in value.items():
-            flat.update(flat_columns(inner, f"{prefix}.{key}" if prefix else str(key)))
-        return flat
-    if isinstance(value, list):
-        return {prefix: json.dumps(value, ensure_ascii=False)}
-    return {prefix: value}
+INTEGERS: dict[str, tuple[str, ...]] = {
+    "runs": ("replicate", "fork_cycle"),
+    "interventions": ("step",),
+    "pei": ("level",),
+}
+"""Whole-number columns that may be empty: nullable integers, never floats."""
 
+NUMBERS: dict[str, dict[str, str]] = {
+    "events": {"seq": "int64", "cycle": "int64"},
+    "tool_calls": {
+        "cycle": "int64",
+        "seq": "int64",
+        "step": "int64",
+        "error": "bool",
+        "refused": "bool",
+        "truncated": "bool",
+        "duration_s": "float64",
+    },
+    "memory": {"cycle": "int64"},
+    "operator_messages": {"cycle": "int64", "seq": "int64", "step": "int64", "wait_s": "float64"},
+    "interventions": {"cycle": "int64", "seq": "int64", "index": "int64"},
+    "pei": {"at_cycle": "int64", "manual": "bool", "repeat": "int64"},
+}
+"""The types of an empty table's columns that are not text (a table with rows infers them)."""
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def run_row(engine: Engine, run: RunRecord, log: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One run: its registry record, Table 1 totals, config, and its first RUN_START.
-
-    The RUN_START payload (model, host, options, seed, and whatever provenance the
-    engine records there) is flattened into `start.*` columns, so fields it gains later
-    appear without a change here.
-    """
-    summary = run_summary(engine, run)
-    start: dict[str, Any] = next((e["payload"] for e in log if e["event_type"] == "RUN_START"), {})
-    return {
-        "run_id": run.run_id,
-        "model": run.model,
-        "batch": run.batch,
-        "status": run.status,
-        "reason": run.reason,
-        "host": run.host,
-        "origin": run.origin,
-        "parent_run_id": run.parent_run_id,
-        "fork_cycle": run.fork_cycle,
-        "created_at": run.created_at,
-        "updated_at": run.updated_at,
-        "cycles": summary.cycles,
-        **{key: summary.values[key] for key in TABLE1_KEYS},
-        **{f"total_{key}": value for key, value in summary.extras.items()},
-        "config": _json(run.config),
-        **flat_columns(start, "start"),
-    }
-
-
-def event_rows(run_id: str, log: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A run's events in log order; `seq` counts from 1, `payload` is JSON text."""
-    return [
-        {
-            "run_id": run_id,
-            "seq": seq,
-            "cycle": line["cycle_number"],
-            "event_type": line["event_type"],
-            "timestamp": line["timestamp"],
-            "payload": _json(line["payload"]),
-        }
-        for seq, line in enumerate(log, start=1)
-    ]
-
-
-def _calls(log: Sequence[dict[str, Any]]) -> Iterable[tuple[int, ToolCall]]:
-    for line in log:
-        if line["event_type"] == ToolCall.event_type:
-            yield int(line["cycle_number"]), ToolCall.read(line["payload"])
-
-
-def tool_call_rows(run_id: str, log: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every tool call the run made, with its arguments (JSON text) and its output."""
-    return [
-        {
-            "run_id": run_id,
-            "cycle": cycle,
-            "step": call.step,
-            "call_id": call.call_id,
-            "tool_name": call.tool_name,
-            "parameters": _json(call.parameters),
-            "output": call.output,
-            "error": call.error,
-            "refused": call.refused,
-            "truncated": call.truncated,
-            "duration_s": float(call.duration_s),
-        }
-        for cycle, call in _calls(log)
-    ]
-
-
-def memory_rows(
-    run_id: str, log: Sequence[dict[str, Any]], finished: Sequence[int]
-) -> list[dict[str, Any]]:
-    """The memory at the end of each finished cycle: one row per (cycle, key).
-
-    Rebuilt by replaying the run's logged tool calls and memory wipes (as a fork rebuilds
-    it), since the database keeps only the memory as it is now.
-    """
-    changes = [
-        (int(line["cycle_number"]), str(line["event_type"]), line["payload"])
-        for line in log
-        if line["event_type"] in MEMORY_EVENTS
-    ]
-    memory: dict[str, str] = {}
-    rows: list[dict[str, Any]] = []
-    applied = 0
-    for cycle in sorted(finished):
-        while applied < len(changes) and changes[applied][0] <= cycle:
-            replay_event(memory, changes[applied][1], changes[applied][2])
-            applied += 1
-        rows += [
-            {"run_id": run_id, "cycle": cycle, "key": key, "value": value}
-            for key, value in sorted(memory.items())
-        ]
-    return rows
-
-
-def pei_rows(results: Sequence[PeiResult], models: dict[str, str]) -> list[dict[str, Any]]:
-    """Stored PEI ratings; `model` is the rated run's, `omitted` says what was left out."""
-    return [
-        {
-            "run_id": r.run_id,
-            "model": models.get(r.run_id, ""),
-            **asdict(r),
-            "omitted": r.omitted_text(),
-        }
-        for r in results
-    ]
+ORDER: dict[str, tuple[str, ...]] = {
+    "cycles": ("cycle",),
+    "events": ("cycle", "seq"),
+    "tool_calls": ("cycle", "seq"),
+    "memory": ("cycle", "key"),
+    "operator_messages": ("cycle", "seq"),
+    "interventions": ("cycle", "seq"),
+    "pei": ("evaluator", "repeat"),
+}
+"""How each table's rows are sorted within a run (runs themselves by `run_order`)."""
 
 
 def one_type_per_column(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -202,30 +169,56 @@ def one_type_per_column(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not mixed:
         return rows
     return [
-        {k: (_json(v) if k in mixed and v is not None else v) for k, v in row.items()}
+        {k: (json_text(v) if k in mixed and v is not None else v) for k, v in row.items()}
         for row in rows
     ]
 
 
-def table_rows(engine: Engine, runs: Sequence[RunRecord]) -> dict[str, list[dict[str, Any]]]:
-    """Every table (`TABLES`) as rows, the runs in the order given."""
+def _with_batch(rows: list[dict[str, Any]], batch: str | None) -> list[dict[str, Any]]:
+    """`rows` with the run's `batch` right after `run_id`."""
+    return [{"run_id": row["run_id"], "batch": batch, **row} for row in rows]
+
+
+def sorted_rows(name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A table's rows by run (`run_order`), then as `ORDER` says, whatever order they came in."""
+    within = ORDER.get(name, ())
+
+    def last_if_missing(value: Any) -> tuple[bool, Any]:
+        # A missing value sorts last and is never compared with a present one.
+        return (True, 0) if value is None else (False, value)
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (run_order(str(row["run_id"])), *(last_if_missing(row.get(c)) for c in within))
+
+    return sorted(rows, key=key)
+
+
+def tables_of(engine: Engine, runs: Sequence[RunRecord]) -> dict[str, list[dict[str, Any]]]:
+    """Every table of a study (`TABLES`) as rows, sorted by run, cycle and sequence."""
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
     for run in runs:
         log = read_events(engine, run.run_id)
         cycles = cycle_table(engine, run, with_reflection=True)
         tables["runs"].append(run_row(engine, run, log))
-        tables["cycles"] += cycles
-        tables["events"] += event_rows(run.run_id, log)
-        tables["tool_calls"] += tool_call_rows(run.run_id, log)
-        tables["memory"] += memory_rows(run.run_id, log, [row["cycle"] for row in cycles])
+        tables["cycles"] += _with_batch(cycles, run.batch)
+        tables["events"] += _with_batch(event_rows(run.run_id, log), run.batch)
+        tables["tool_calls"] += _with_batch(tool_call_rows(run.run_id, log), run.batch)
+        finished = [row["cycle"] for row in cycles]
+        tables["memory"] += _with_batch(memory_rows(run.run_id, log, finished), run.batch)
+        tables["operator_messages"] += _with_batch(
+            operator_message_rows(run.run_id, log), run.batch
+        )
+        tables["interventions"] += _with_batch(intervention_rows(run.run_id, log), run.batch)
     models = {run.run_id: run.model for run in runs}
-    tables["pei"] = pei_rows(stored_results(engine, list(models)), models)
+    batches = {run.run_id: run.batch for run in runs}
+    ratings = pei_rows(stored_results(engine, list(models), repeats=True), models)
+    tables["pei"] = [{"batch": batches.get(row["run_id"]), **row} for row in ratings]
     # A tool only some runs called has a column in every run's rows: zero calls, not NaN.
     tool_columns = {k for row in tables["cycles"] for k in row if k.startswith("calls_")}
     for row in tables["cycles"]:
         for column in tool_columns - row.keys():
             row[column] = 0
-    return {name: one_type_per_column(rows) for name, rows in tables.items()}
+    return {name: one_type_per_column(sorted_rows(name, rows)) for name, rows in tables.items()}
 
 
 def columns(name: str, rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -252,9 +245,26 @@ def require_pandas() -> Any:
 
 
 def frame(name: str, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """One table's rows as a DataFrame (columns as `columns` orders them)."""
+    """One table's rows as a DataFrame (columns as `columns` orders them).
+
+    Times are timezone-aware (UTC) datetimes and whole numbers that may be missing are
+    nullable integers, so a parquet file keeps the same types.
+    """
     pandas = require_pandas()
-    return pandas.DataFrame(list(rows), columns=columns(name, rows))
+    table = pandas.DataFrame(list(rows), columns=columns(name, rows))
+    if table.empty:
+        kinds = NUMBERS.get(name, {})
+        table = table.astype({c: kinds.get(c, str) for c in table.columns})
+    recorded = [c for c in table.columns if str(c).endswith(".recorded_at")]
+    for column in (*TIMES.get(name, ()), *recorded):
+        if column in table:
+            # One unit (microseconds, what the records hold), however many rows there are.
+            times = pandas.to_datetime(table[column], utc=True, format="ISO8601")
+            table[column] = times.astype("datetime64[us, UTC]")
+    for column in INTEGERS.get(name, ()):
+        if column in table:
+            table[column] = table[column].astype("Int64")
+    return table
 
 
 @dataclass(frozen=True)
@@ -262,7 +272,8 @@ class RunTables:
     """Runs as pandas DataFrames, joined on `run_id` (and `cycle`).
 
     Attributes:
-        runs: One row per run: its registry record (model, batch, status, ...), the
+        runs: One row per run: its registry record (model, batch, status, ...), its
+            `replicate` (N of a batch run `<batch>.<model>.rN`; empty outside a batch), the
             number of finished `cycles`, the run's Table 1 values (`memory_tool_ops`,
             `messages_to_operator`, ...), `total_*` counts (steps, tokens, ...), its
             `config` as JSON text, and its first RUN_START event flattened into
@@ -277,8 +288,16 @@ class RunTables:
             text), output, and whether it failed, was refused or truncated.
         memory: The agent's memory at the end of each finished cycle: one row per
             run, cycle and key, with the value.
-        pei: The stored PEI ratings of these runs: one row per run and evaluator, with
-            the rated run's `model`, the level and the evaluator's answer.
+        operator_messages: Every message the agent sent the operator: cycle, `seq` in
+            the run's events, the message, the reply and when it came (`replied_at`).
+        interventions: Every intervention of the run's config that acted: cycle,
+            `seq`, its `index` in the config, `kind`, `detail` (JSON text) and time.
+        pei: The stored PEI ratings of these runs: one row per run, evaluator and
+            `repeat` (1 unless `pei --repeat` asked again), with the rated run's
+            `model`, the level and the evaluator's answer.
+
+    Every table has `batch`; rows are sorted by run (`b.m.r2` before `b.m.r10`), then
+    cycle, then `seq`; times are timezone-aware (UTC) datetimes.
     """
 
     runs: pd.DataFrame
@@ -286,6 +305,8 @@ class RunTables:
     events: pd.DataFrame
     tool_calls: pd.DataFrame
     memory: pd.DataFrame
+    operator_messages: pd.DataFrame
+    interventions: pd.DataFrame
     pei: pd.DataFrame
 
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -339,5 +360,5 @@ def load(
     """
     require_pandas()
     engine = engine_for(as_storage(storage))
-    rows = table_rows(engine, select_runs(engine, _names(runs), _names(batch)))
+    rows = tables_of(engine, select_runs(engine, _names(runs), _names(batch)))
     return RunTables(**{name: frame(name, rows[name]) for name in TABLES})

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from contreact.analysis.intervals import SEED, Interval, mean_interval
 from contreact.analysis.runs import events_of_type
 from contreact.checkpoints.cycles import CycleRecord, cycle_records
 from contreact.checkpoints.event_schema import LlmInvocation
@@ -208,7 +209,7 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
 
 @dataclass(frozen=True)
 class ModelSummary:
-    """Table 1 of one model: mean and sd over its replicate runs of one length (one batch)."""
+    """Table 1 of one model: mean, sd and 95 % interval over its runs of one length and batch."""
 
     model: str
     runs: list[str]
@@ -216,26 +217,29 @@ class ModelSummary:
     sd: dict[str, float | None]
     cycles_mean: float
     batch: str | None = None
-    """The runs' batch, when the summaries compare batches (else None)."""
+    """The runs' batch (None: runs outside any batch)."""
     cycles: int | None = None
     """The runs' length in cycles (every run of a summary has the same)."""
     label: str = ""
     """How a table names this group: the model, with its batch when batches are compared
     and its length when the model's runs differ in length."""
+    intervals: dict[str, Interval] = field(default_factory=dict)
+    """`TABLE1_KEYS` -> the mean's 95 % bootstrap interval over the runs."""
 
 
-def model_summaries(rows: Sequence[RunSummary]) -> list[ModelSummary]:
-    """Per-model Table 1 (means ± sd over runs), models in order of first appearance.
+def model_summaries(rows: Sequence[RunSummary], *, seed: int = SEED) -> list[ModelSummary]:
+    """Per-model Table 1 (mean, sd, 95 % interval over runs), in order of first appearance.
 
     Table 1's numbers are run totals, so runs of different lengths are never averaged
     together: a model whose runs differ in length (an extended run, one that failed
     early) gets one summary per length. Runs of several batches are summarized per
-    batch, so two studies stand side by side.
+    batch, so two studies stand side by side. Each mean's interval is a bootstrap over
+    the runs (`intervals.mean_interval`, seeded with `seed`).
     """
     by_batch = len({row.batch for row in rows}) > 1
     groups: dict[tuple[str | None, str, int], list[RunSummary]] = {}
     for row in rows:
-        groups.setdefault((row.batch if by_batch else None, row.model, row.cycles), []).append(row)
+        groups.setdefault((row.batch, row.model, row.cycles), []).append(row)
     lengths: dict[tuple[str | None, str], set[int]] = {}
     for batch, model, cycles in groups:
         lengths.setdefault((batch, model), set()).add(cycles)
@@ -243,9 +247,12 @@ def model_summaries(rows: Sequence[RunSummary]) -> list[ModelSummary]:
     for (batch, model, cycles), group in groups.items():
         mean: dict[str, float] = {}
         sd: dict[str, float | None] = {}
+        intervals: dict[str, Interval] = {}
         for key in TABLE1_KEYS:
-            mean[key], sd[key] = mean_sd([float(r.values[key]) for r in group])
-        label = model if batch is None else f"{batch} · {model}"
+            values = [float(r.values[key]) for r in group]
+            mean[key], sd[key] = mean_sd(values)
+            intervals[key] = mean_interval(values, seed=seed)
+        label = f"{batch} · {model}" if by_batch else model
         if len(lengths[(batch, model)]) > 1:
             label += f" · {cycles} cycles"
         summaries.append(
@@ -258,6 +265,7 @@ def model_summaries(rows: Sequence[RunSummary]) -> list[ModelSummary]:
                 batch=batch,
                 cycles=cycles,
                 label=label,
+                intervals=intervals,
             )
         )
     first = {key: i for i, key in reversed(list(enumerate((m.batch, m.model) for m in summaries)))}
@@ -267,8 +275,9 @@ def model_summaries(rows: Sequence[RunSummary]) -> list[ModelSummary]:
 def length_notes(summaries: Sequence[ModelSummary]) -> list[str]:
     """One sentence per model whose runs differ in length: they are shown apart, not pooled."""
     lengths: dict[str, list[int]] = {}
+    by_batch = len({m.batch for m in summaries}) > 1
     for m in summaries:
-        name = m.model if m.batch is None else f"{m.batch} · {m.model}"
+        name = f"{m.batch} · {m.model}" if by_batch else m.model
         lengths.setdefault(name, []).append(m.cycles or 0)
     return [
         f"Runs of {name} differ in length ({', '.join(map(str, sorted(found)))} cycles): "

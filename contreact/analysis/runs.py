@@ -8,6 +8,7 @@ CLI map every such problem to exit code 2 with one line.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -16,6 +17,19 @@ from sqlalchemy import Engine, select
 from contreact.checkpoints.event_store import STREAMED_ROWS
 from contreact.checkpoints.registry import RunRecord, get_run, list_runs
 from contreact.checkpoints.schema import events
+
+_REPLICATE = re.compile(r"\.r(\d+)$")
+
+
+def replicate_of(run_id: str) -> int | None:
+    """N of a batch run's id `<batch>.<model>.rN`, else None."""
+    match = _REPLICATE.search(run_id)
+    return int(match.group(1)) if match else None
+
+
+def run_order(run_id: str) -> tuple[str | int, ...]:
+    """A key that sorts run ids as a reader expects: `b.m.r2` before `b.m.r10`."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", run_id))
 
 
 class AnalysisInputError(ValueError):

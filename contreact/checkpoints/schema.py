@@ -156,6 +156,26 @@ pei = Table(
 marks a level set by hand; `options` (JSON) are the Ollama options the question was sent
 with (None: rated before they were recorded, or set by hand)."""
 
+pei_repeats = Table(
+    "contreact_pei_repeats",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("evaluator", String(200), primary_key=True),
+    Column("repeat", Integer, primary_key=True, autoincrement=False),
+    Column("fork_run_id", String(200), nullable=False),
+    Column("at_cycle", Integer, nullable=False),
+    Column("level", Integer, nullable=True),
+    Column("reason", Text, nullable=False, default=""),
+    Column("answer", Text, nullable=False),
+    Column("instrument_sha", String(64), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("omitted", Text, nullable=True),
+    Column("manual", Boolean, nullable=False, server_default="0"),
+    Column("options", Text, nullable=True),
+)
+"""The same question asked again (`pei --repeat K`): repeat 2, 3, ... of a rating, each with
+its own seed in `options`; repeat 1 is the rating in `contreact_pei`."""
+
 
 batch_runs = Table(
     "contreact_batch_runs",

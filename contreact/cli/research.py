@@ -68,6 +68,15 @@ def pei(
             help="Re-rate stale ratings (made before the run's last cycle); others are reused.",
         ),
     ] = False,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            help="Ask each evaluator K times (seeds pei.seed, +1, ...) and report its "
+            "test-retest consistency.",
+            metavar="K",
+        ),
+    ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Rate finished runs on the PEI scale (Szeider 2025, Box 2) by each evaluator model.
@@ -77,14 +86,16 @@ def pei(
     and the PEI question, with no tools and its own options (the run's pei section);
     the level is parsed and stored. Running it again reuses stored ratings; one made
     before the run's last cycle is flagged stale, and --refresh re-rates it. With --batch,
-    runs that cannot be rated are named and skipped (exit 1). `pei --set RUN EVALUATOR
-    LEVEL` records a level by hand.
+    runs that cannot be rated are named and skipped (exit 1). --repeat K asks every
+    question K times under K seeds and reports each evaluator's test-retest consistency.
+    `pei --set RUN EVALUATOR LEVEL` records a level by hand.
     """
     from contreact.analysis.agreement import describe
     from contreact.analysis.pei.evaluation import PeiFailure, Status, evaluate
     from contreact.analysis.pei.evaluation import set_level as record_level
     from contreact.analysis.pei.matrix import build_matrix
     from contreact.analysis.pei.results import PeiResult
+    from contreact.analysis.pei.retest import self_consistency
     from contreact.analysis.pei.self_rating import self_vs_cross
     from contreact.analysis.runs import select_runs
     from contreact.checkpoints.engines import engine_for
@@ -116,7 +127,8 @@ def pei(
             err.print(f"{item.run_id} × {item.evaluator}: failed ({item.reason})", markup=False)
             return
         level = item.level if item.level is not None else f"no level ({item.reason})"
-        note = "" if status == "asked" else " (stored earlier)"
+        note = f" (repeat {item.repeat})" if item.repeat > 1 else ""
+        note += "" if status == "asked" else " (stored earlier)"
         note += " (manual)" if item.manual else ""
         if status == "stale":
             note += (
@@ -137,6 +149,7 @@ def pei(
             report=show,
             refresh=refresh,
             skip_unfinished=batch is not None,
+            repeats=repeat,
         )
     )
     rated = [r for r in chosen if r.run_id in outcome.last_cycles]
@@ -145,6 +158,7 @@ def pei(
     by_model = matrix.by_model()
     agreements = matrix.agreement()
     figures = self_vs_cross(matrix)
+    retests = self_consistency([*outcome.results, *outcome.repeats], outcome.last_cycles)
     if as_json:
         payload = {
             "results": [
@@ -155,6 +169,7 @@ def pei(
                 }
                 for r in outcome.results
             ],
+            "repeats": [r.__dict__ for r in outcome.repeats],
             "failures": [f.__dict__ for f in outcome.failures],
             "skipped": [s.__dict__ for s in outcome.skipped],
             "matrix": {"rows": matrix.rows, "columns": matrix.columns, "cells": matrix.cells},
@@ -165,7 +180,25 @@ def pei(
             },
             "evaluator_means": dict(zip(matrix.columns, matrix.evaluator_means, strict=True)),
             "agreement": [a.__dict__ for a in agreements],
-            "self_vs_cross": [{**f.__dict__, "min_p": f.min_p} for f in figures],
+            "self_vs_cross": [
+                {
+                    **{k: v for k, v in f.__dict__.items() if k != "interval"},
+                    "min_p": f.min_p,
+                    "ci_low": f.interval.low if f.interval else None,
+                    "ci_high": f.interval.high if f.interval else None,
+                }
+                for f in figures
+            ],
+            "test_retest": [
+                {
+                    "evaluator": r.evaluator,
+                    "repeats": r.repeats,
+                    "histories": r.histories,
+                    "icc": r.icc.__dict__,
+                    "alpha": r.alpha.__dict__,
+                }
+                for r in retests
+            ],
             "notes": matrix.notes(),
         }
         emit_json(payload)
@@ -194,6 +227,8 @@ def pei(
         )
         for figure in figures:
             out.print(f"Self vs cross: {figure.sentence()}", markup=False)
+        for retest in retests:
+            out.print(f"Test-retest: {retest.sentence()}", markup=False)
     for skipped in outcome.skipped:
         err.print(f"skipped: {skipped.reason}", markup=False)
     problems = []
@@ -249,7 +284,12 @@ def report(
         ),
     ] = None,
 ) -> None:
-    """Write tables (CSV, Markdown), plots (PNG) and one self-contained HTML report."""
+    """Write tables (CSV, LaTeX, Markdown), figures (PDF, SVG, PNG) and one HTML report.
+
+    Every model-level number has a 95 % bootstrap interval over runs; with --batch A
+    --batch B the batches are compared (B − A, paired by model and replicate), and the
+    models against each other, with permutation p-values and effect sizes.
+    """
     from contreact.analysis.report import build_report
     from contreact.analysis.runs import select_runs
     from contreact.checkpoints.engines import engine_for
@@ -273,7 +313,7 @@ def report(
     out.print(f"Report of {len(chosen)} run(s) in {files.out_dir}", markup=False)
     out.print(f"  {files.html}", markup=False)
     out.print(f"  {files.markdown}", markup=False)
-    for path in [*files.csv, *files.png]:
+    for path in [*files.csv, *files.tex, *files.figures]:
         out.print(f"  {path}", markup=False)
 
 

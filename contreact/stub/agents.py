@@ -232,10 +232,10 @@ class SimulatedAgent:
     topic-{c-2}``; in cycle 2 ``send_message_to_operator``. Step ``k`` performs plan
     item ``k`` (only tools the client offered are planned); after the plan, or as soon
     as tools are withdrawn, it gives a 1-3 sentence reflection whose wording varies with
-    (model, cycle, seed, the request's ``options.seed``), so replicate runs that differ
-    only by seed differ as a sampling model's would. A question about the Phenomenal
-    Experience Inventory (PEI) without tools gets ``"Level N ..."`` so PEI workflows
-    have something to parse.
+    (model, cycle, seed, the request's ``options.seed`` and ``options.temperature``), so
+    runs that differ only by seed or by temperature differ as a sampling model's would. A
+    question about the Phenomenal Experience Inventory (PEI) without tools gets
+    ``"Level N ..."`` so PEI workflows have something to parse.
     """
 
     def __init__(self, seed: int = 0) -> None:
@@ -246,9 +246,9 @@ class SimulatedAgent:
         """
         self.seed = seed
 
-    def _seed(self, req: ChatRequest) -> tuple[int, object]:
-        """The agent's own seed and the request's `options.seed`: replicates differ by both."""
-        return self.seed, req.options.get("seed")
+    def _seed(self, req: ChatRequest) -> tuple[int, object, object]:
+        """The agent's seed and the request's `seed` and `temperature`: runs differ by each."""
+        return self.seed, req.options.get("seed"), req.options.get("temperature")
 
     def _theme(self, req: ChatRequest, cycle: int) -> str:
         return _THEMES[stable_int("theme", req.model, cycle, *self._seed(req)) % len(_THEMES)]

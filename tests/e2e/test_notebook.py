@@ -57,4 +57,9 @@ def test_the_notebook_page_runs(tmp_path: Path) -> None:
         assert run_id in printed
     assert "self-rating mean: 5.5" in printed  # levels 5 (llama) and 6 (qwen), self-rated
     assert "explore-hot" in printed and "send_message_to_operator" in printed
-    assert (tmp_path / "response_chars.png").read_bytes().startswith(b"\x89PNG")
+    for name in ("per_cycle", "runs"):
+        assert (tmp_path / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+        assert (tmp_path / f"{name}.pdf").read_bytes().startswith(b"%PDF")
+    assert "Int64" in printed and "datetime64[us, UTC]" in printed  # the typed columns
+    assert "likely too narrow" in printed  # 2 replicates: the interval says so
+    assert "Response chars" in printed and "(exact; smallest possible" in printed

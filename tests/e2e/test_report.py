@@ -95,7 +95,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Generated]:
         assert len(rated.results) == 4 and not rated.failures
         out = root / "out"
         # The report asks no host (tests/e2e/test_provenance_e2e.py makes one with it down).
-        result = cli_in_process(backend, "report", "--batch", "b", "--out", str(out))
+        result = cli_in_process(backend, "report", "--batch", "b", "--out", str(out), timeout=600)
         tags = httpx.get(f"{server.url}/api/tags").json()["models"]
     assert result.returncode == 0, result.stderr + result.stdout
     digests = {m["name"].removesuffix(":latest"): m["digest"] for m in tags}
@@ -157,7 +157,7 @@ def test_report_files_exist_and_csv_parses(generated: Generated) -> None:
     for heading in ("## Table 1 by model", "## Table 1 by run", "## PEI ratings", "## Per-cycle"):
         assert heading in markdown
     assert "| Memory tool ops |" in markdown and "ICC(A,1)" in markdown
-    assert "![Per-cycle metrics](per_cycle_metrics.png)" in markdown
+    assert "](per_cycle_metrics.png)\n\n" in markdown and "[PDF](per_cycle_metrics.pdf)" in markdown
 
 
 class _Page(HTMLParser):
@@ -331,7 +331,10 @@ def test_html_report_renders_in_headless_chromium(generated: Generated, tmp_path
         assert row["Seed"] == str(options["seed"]) == "42"
         assert row["Temperature"] == str(options["temperature"])
         assert row["num_ctx"] == str(options["num_ctx"])
-        assert row["Model digest"] == generated.digests["stub-model"] != ""
+        # A digest shows its first digits; the whole value is the cell's title.
+        digest = generated.digests["stub-model"]
+        assert row["Model digest"] == digest[: len("stub:") + 12] + "…" and len(digest) > 40
+        assert f'title="{digest}"' in table.group(0)
     assert "Szeider (2025) Box 1 word for word" in section.group(1)
 
     # A screenshot of the page is a real picture, not a blank canvas.

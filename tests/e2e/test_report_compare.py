@@ -31,7 +31,8 @@ def test_two_batches_side_by_side_and_lengths_never_pooled(
         more = cli_in_process(backend, "resume", b[0], "--cycles", "1", "-q")
         assert more.returncode == 0, more.stderr
     out = tmp_path / "report"
-    result = cli_in_process(backend, "report", "--batch", "a", "--batch", "b", "--out", str(out))
+    args = ("report", "--batch", "a", "--batch", "b", "--out", str(out))
+    result = cli_in_process(backend, *args, timeout=600)  # figures in three formats: slow when busy
     assert result.returncode == 0, result.stderr
     assert "Report of 4 run(s)" in result.stdout
 

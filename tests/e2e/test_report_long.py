@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from contreact.analysis.figures import per_model, per_run
+from contreact.analysis.figures.trajectories import window_size
 from contreact.analysis.report.collect import collect, evenly
-from contreact.analysis.report.plots import windows
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.registry import get_run
 from support.backends import Backend
@@ -27,16 +28,27 @@ from support.stub import scripted_stub
 CYCLES = 12
 
 
+def rows(run_id: str, values: list[float | None]) -> list[dict[str, object]]:
+    return [
+        {"run_id": run_id, "model": "m", "batch": "b", "cycle": c, "tokens_out": v}
+        for c, v in enumerate(values, start=1)
+    ]
+
+
 def test_a_long_series_is_drawn_as_windows_of_cycles() -> None:
-    cycles = list(range(1, 1001))
-    values = [float(c % 7) for c in cycles]
-    size, xs, means, lows, highs = windows(cycles, values, most=300)
-    assert size == 4 and len(xs) == 250
-    assert xs[0] == 2.5 and means[0] == (1 + 2 + 3 + 4) / 4 and (lows[0], highs[0]) == (1, 4)
-    assert xs[-1] == 998.5 and (lows[-1], highs[-1]) == (min(values[-4:]), max(values[-4:]))
+    values: list[float | None] = [float(c % 7) for c in range(1, 1001)]
+    assert window_size(1000) == 4 and window_size(300) == 1
+    metric = [("tokens_out", "Tokens out")]
+    (line,) = per_run(rows("b.m.r1", values), metrics=metric).axes[0].get_lines()
+    xs, ys = list(line.get_xdata()), list(line.get_ydata())
+    assert len(xs) == 250 and xs[0] == 2.5 and ys[0] == (1 + 2 + 3 + 4) / 4
+    assert xs[-1] == 998.5 and ys[-1] == sum(values[-4:]) / 4  # type: ignore[arg-type]
+    # Two runs: each window's mean over the runs, its band over them.
+    both = per_model(rows("b.m.r1", values) + rows("b.m.r2", values[::-1]), metrics=metric)
+    assert len(both.axes[0].get_lines()[0].get_xdata()) == 250
     # A short run is drawn cycle by cycle; a missing value stays a gap.
-    size, xs, means, _, _ = windows([1, 2, 3], [1.0, math.nan, 3.0], most=300)
-    assert size == 1 and xs == [1, 2, 3] and math.isnan(means[1])
+    (short,) = per_run(rows("b.m.r1", [1.0, None, 3.0]), metrics=metric).axes[0].get_lines()
+    assert list(short.get_xdata()) == [1, 2, 3] and math.isnan(short.get_ydata()[1])
 
 
 def test_an_even_sample_keeps_the_first_and_the_last() -> None:

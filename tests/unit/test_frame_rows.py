@@ -6,14 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-from contreact.analysis.frames import (
-    columns,
-    flat_columns,
-    frame,
-    memory_rows,
-    one_type_per_column,
-    tool_call_rows,
-)
+from contreact.analysis.frames import columns, frame, one_type_per_column
+from contreact.analysis.table_rows import flat_columns, memory_rows, tool_call_rows
 
 
 def tool_call(cycle: int, name: str, **parameters: str) -> dict[str, Any]:
@@ -86,9 +80,9 @@ def test_a_column_of_mixed_types_becomes_json_text_so_parquet_can_hold_it() -> N
 
 
 def test_empty_tables_still_have_their_columns(tmp_path: Any) -> None:
-    assert columns("memory", []) == ["run_id", "cycle", "key", "value"]
+    assert columns("memory", []) == ["run_id", "batch", "cycle", "key", "value"]
     empty = frame("pei", [])
-    assert list(empty.columns)[:3] == ["run_id", "model", "evaluator"] and empty.empty
+    assert list(empty.columns)[:4] == ["run_id", "batch", "model", "evaluator"] and empty.empty
     path = tmp_path / "t.parquet"
     table = frame(
         "runs", one_type_per_column([{"run_id": "r", "x": True}, {"run_id": "s", "x": "high"}])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from contreact.analysis.agreement import describe, icc_a1, kendalls_w
+from contreact.analysis.agreement import describe, icc_a1, kendalls_w, krippendorff_alpha
 from contreact.analysis.pei.answers import parse_level
 from contreact.analysis.pei.history import ANSWER_RESERVE_TOKENS, CycleTurns, History, fit_history
 from contreact.analysis.pei.instrument import INSTRUMENT_FILE, instrument_sha, load_instrument
@@ -273,9 +273,11 @@ def test_matrix_means_and_per_model_view() -> None:
     assert matrix.cells == [[1, 5], [3, None], [8, 9]]
     assert matrix.evaluator_means == pytest.approx([4.0, 7.0])
     assert matrix.history_means == pytest.approx([3.0, 3.0, 8.5])
-    icc, w = matrix.agreement()
+    icc, w, alpha = matrix.agreement()
     assert icc.subjects == 2 and icc.value == icc_a1([[1, 5], [8, 9]]).value
     assert w.value == kendalls_w([[1, 5], [8, 9]]).value
+    # Krippendorff's alpha uses every rating: a2 has one, so it is not pairable either.
+    assert alpha.subjects == 2 and alpha.value == krippendorff_alpha([[1, 5], [8, 9]]).value
     by_model = matrix.by_model()
     assert by_model.rows == ["A", "B"] and by_model.cells == [[2.0, 5.0], [8.0, 9.0]]
     # Column order as asked; an evaluator with no ratings is an empty column.

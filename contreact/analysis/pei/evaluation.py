@@ -85,6 +85,8 @@ class PeiOutcome:
     """Runs left out (only with `skip_unfinished`)."""
     last_cycles: dict[str, int] = field(default_factory=dict)
     """Each rated run's last cycle (a rating made before it is stale)."""
+    repeats: list[PeiResult] = field(default_factory=list)
+    """Repeat 2 on of each rating (`repeats`), apart from `results` (repeat 1)."""
     reused: int = 0
     """Results that were stored already (only re-parsed)."""
 
@@ -135,14 +137,25 @@ def pei_num_ctx(run: RunRecord, override: int | None = None) -> int:
     return stored_config(run).pei.num_ctx
 
 
-def pei_options(run: RunRecord, num_ctx: int) -> dict[str, Any]:
-    """The evaluator's own options for rating `run`: its `pei` section, with `num_ctx`."""
-    settings = stored_config(run).pei
-    return {**settings.options, "num_ctx": num_ctx}
+def pei_options(run: RunRecord, num_ctx: int, repeat: int = 1) -> dict[str, Any]:
+    """The evaluator's own options for rating `run`: its `pei` section, with `num_ctx`.
+
+    Repeat N of the question is asked with seed `pei.seed + N - 1` (unseeded stays unseeded).
+    """
+    options = {**stored_config(run).pei.options, "num_ctx": num_ctx}
+    if repeat > 1 and isinstance(options.get("seed"), int):
+        options["seed"] += repeat - 1
+    return options
 
 
 def question_for(
-    engine: Engine, run: RunRecord, at_cycle: int, evaluator: str, instrument: str, num_ctx: int
+    engine: Engine,
+    run: RunRecord,
+    at_cycle: int,
+    evaluator: str,
+    instrument: str,
+    num_ctx: int,
+    repeat: int = 1,
 ) -> tuple[Question, Omitted]:
     """The PEI question `evaluator` is asked about `run` (cycles 1..`at_cycle`)."""
     messages, omitted = fit_history(run_history(engine, run.run_id, at_cycle), instrument, num_ctx)
@@ -151,7 +164,7 @@ def question_for(
         evaluator=evaluator,
         host=run.host,
         messages=messages,
-        options=pei_options(run, num_ctx),
+        options=pei_options(run, num_ctx, repeat),
         timeout_s=config.ollama.timeout_s,
     )
     return question, omitted
@@ -166,9 +179,12 @@ def _evaluate_one(
     ask: Ask,
     num_ctx: int | None,
     refresh: bool,
+    repeat: int = 1,
 ) -> tuple[PeiResult | PeiFailure, Status]:
     name = pei_run_id(run.run_id, evaluator)
-    stored = stored_result(engine, run.run_id, evaluator)
+    if repeat > 1:
+        name += f".repeat{repeat}"
+    stored = stored_result(engine, run.run_id, evaluator, repeat)
     stale = stored is not None and stored.is_stale(at_cycle)
     # A stale rating is kept until `refresh` asks again, a level set by hand too: it was
     # about the shorter history.
@@ -183,7 +199,7 @@ def _evaluate_one(
             save_result(engine, fresh)
         return fresh, status
     question, omitted = question_for(
-        engine, run, at_cycle, evaluator, instrument, pei_num_ctx(run, num_ctx)
+        engine, run, at_cycle, evaluator, instrument, pei_num_ctx(run, num_ctx), repeat
     )
     try:
         answer = ask(question)
@@ -202,6 +218,7 @@ def _evaluate_one(
         created_at=utc_now(),
         omitted=json.dumps(omitted.__dict__),
         options=json.dumps(question.options),
+        repeat=repeat,
     )
     save_result(engine, result)
     return result, "asked"
@@ -218,6 +235,7 @@ def evaluate(
     report: Report | None = None,
     refresh: bool = False,
     skip_unfinished: bool = False,
+    repeats: int = 1,
 ) -> PeiOutcome:
     """Have every evaluator rate every run; reuse what earlier calls stored.
 
@@ -235,6 +253,8 @@ def evaluate(
             cycle), also one set by hand; fresh ratings are kept.
         skip_unfinished: Leave out runs that cannot be rated (listed in `skipped`)
             instead of refusing them all.
+        repeats: Ask each question this many times, repeat N under seed
+            `pei.seed + N - 1` (each stored; see `pei.retest`).
 
     Returns:
         Results and failures, in run-major order.
@@ -246,6 +266,8 @@ def evaluate(
     names = list(dict.fromkeys(e.strip() for e in evaluators if e.strip()))
     if not names:
         raise AnalysisInputError("name at least one evaluator model with --evaluator MODEL")
+    if repeats < 1:
+        raise AnalysisInputError(f"--repeat is how many times to ask, 1 or more, got {repeats}")
     engine = engine_for(storage)
     last, skipped = rateable(engine, runs)
     if skipped and not skip_unfinished:
@@ -256,16 +278,17 @@ def evaluate(
         if run.run_id not in last:
             continue
         for evaluator in names:
-            item, status = _evaluate_one(
-                engine, run, last[run.run_id], evaluator, text, ask, num_ctx, refresh
-            )
-            if isinstance(item, PeiResult):
-                outcome.results.append(item)
-                outcome.reused += int(status != "asked")
-            else:
-                outcome.failures.append(item)
-            if report is not None:
-                report(item, status, last[run.run_id])
+            for repeat in range(1, repeats + 1):
+                item, status = _evaluate_one(
+                    engine, run, last[run.run_id], evaluator, text, ask, num_ctx, refresh, repeat
+                )
+                if isinstance(item, PeiResult):
+                    (outcome.results if repeat == 1 else outcome.repeats).append(item)
+                    outcome.reused += int(status != "asked")
+                else:
+                    outcome.failures.append(item)
+                if report is not None:
+                    report(item, status, last[run.run_id])
     return outcome
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from contreact.analysis.agreement import Agreement, icc_a1, kendalls_w
+from contreact.analysis.agreement import Agreement, agreement
 from contreact.analysis.pei.results import PeiResult
 from contreact.checkpoints.registry import RunRecord
 
@@ -90,8 +90,8 @@ class PeiMatrix:
         return [_mean(row) for row in self.cells]
 
     def agreement(self) -> list[Agreement]:
-        """ICC(A,1) (primary) and Kendall's W over the complete rows."""
-        return [icc_a1(self.cells), kendalls_w(self.cells)]
+        """ICC(A,1) (primary) and Kendall's W over the complete rows, Krippendorff's alpha."""
+        return agreement(self.cells)
 
     def stale_at(self, row: int, column: int) -> StaleRating | None:
         """The stale rating behind an empty run-matrix cell, if there is one."""

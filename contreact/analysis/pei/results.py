@@ -1,7 +1,10 @@
 """Stored PEI ratings: one row per (rated run, evaluator) in `contreact_pei`, and its name.
 
 Storing every answer is what lets `pei` run again without asking again (the answer is
-re-parsed instead), keeps a level set by hand, and feeds the report's matrix.
+re-parsed instead), keeps a level set by hand, and feeds the report's matrix. The same
+question asked again under other seeds (`pei --repeat K`) is stored per repeat in
+`contreact_pei_repeats` (repeat 2 on; repeat 1 is the rating itself), for the evaluators'
+test-retest consistency.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from sqlalchemy import Engine, select
 from contreact.analysis.pei.history import Omitted
 from contreact.checkpoints.registry import RUN_ID_PATTERN
 from contreact.checkpoints.schema import pei as pei_results
+from contreact.checkpoints.schema import pei_repeats
 from contreact.checkpoints.statements import upsert
 
 
@@ -58,6 +62,8 @@ class PeiResult:
     """The level was set by hand (`pei --set`), not parsed from an answer."""
     options: str | None = None
     """JSON of the Ollama options the question was sent with (None: not recorded)."""
+    repeat: int = 1
+    """Which asking of the same question this is (`pei --repeat K`); 1 is the rating."""
 
     def is_stale(self, last_cycle: int) -> bool:
         """Whether the rated run went on after this rating (it rated a shorter history)."""
@@ -76,18 +82,14 @@ class PeiResult:
         return Omitted(**json.loads(self.omitted)).describe()
 
 
-def stored_result(engine: Engine, run_id: str, evaluator: str) -> PeiResult | None:
-    """The stored rating of `run_id` by `evaluator`, or None."""
+def stored_result(engine: Engine, run_id: str, evaluator: str, repeat: int = 1) -> PeiResult | None:
+    """The stored rating of `run_id` by `evaluator` (its `repeat`-th asking), or None."""
+    table = pei_results if repeat == 1 else pei_repeats
+    query = select(table).where(table.c.run_id == run_id, table.c.evaluator == evaluator)
+    if repeat != 1:
+        query = query.where(pei_repeats.c.repeat == repeat)
     with engine.connect() as conn:
-        row = (
-            conn.execute(
-                select(pei_results).where(
-                    pei_results.c.run_id == run_id, pei_results.c.evaluator == evaluator
-                )
-            )
-            .mappings()
-            .first()
-        )
+        row = conn.execute(query).mappings().first()
     return None if row is None else _result(dict(row))
 
 
@@ -97,15 +99,32 @@ def _result(row: dict[str, Any]) -> PeiResult:
 
 
 def save_result(engine: Engine, result: PeiResult) -> None:
-    """Store `result`, replacing an earlier rating of the same run by the same evaluator."""
+    """Store `result`, replacing an earlier one of the same run, evaluator and repeat."""
+    values = dict(result.__dict__)
     with engine.begin() as conn:
-        upsert(conn, pei_results, dict(result.__dict__), ["run_id", "evaluator"])
+        if result.repeat == 1:
+            values.pop("repeat")
+            upsert(conn, pei_results, values, ["run_id", "evaluator"])
+        else:
+            upsert(conn, pei_repeats, values, ["run_id", "evaluator", "repeat"])
 
 
-def stored_results(engine: Engine, run_ids: Sequence[str] | None = None) -> list[PeiResult]:
-    """Stored ratings (of the given runs), ordered by run and evaluator."""
-    query = select(pei_results).order_by(pei_results.c.run_id, pei_results.c.evaluator)
-    if run_ids is not None:
-        query = query.where(pei_results.c.run_id.in_(list(run_ids)))
+def stored_results(
+    engine: Engine, run_ids: Sequence[str] | None = None, *, repeats: bool = False
+) -> list[PeiResult]:
+    """Stored ratings (of the given runs), by run, evaluator (and repeat).
+
+    Args:
+        engine: The storage's engine.
+        run_ids: Only these runs' ratings (None: every run's).
+        repeats: Every repeat of each rating (`pei --repeat`), not only the rating itself.
+    """
+    tables = [pei_results, pei_repeats] if repeats else [pei_results]
+    found: list[PeiResult] = []
     with engine.connect() as conn:
-        return [_result(dict(row)) for row in conn.execute(query).mappings()]
+        for table in tables:
+            query = select(table)
+            if run_ids is not None:
+                query = query.where(table.c.run_id.in_(list(run_ids)))
+            found += [_result(dict(row)) for row in conn.execute(query).mappings()]
+    return sorted(found, key=lambda r: (r.run_id, r.evaluator, r.repeat))

@@ -12,28 +12,35 @@ to the same histories. A positive difference: M rates its own histories higher t
 other evaluators do.
 
 The p-value is a two-sided sign-flip permutation test of "no difference" on the paired
-d_h: under the null the sign of each d_h is arbitrary, so p is the share of the 2^n sign
-assignments whose mean is at least as far from 0 as the observed one. It is exact
-(every assignment) up to `EXACT_UP_TO` histories, else estimated from `PERMUTATIONS`
-random assignments (numpy, seed `SEED`, so a report is reproducible) as
-(count + 1) / (PERMUTATIONS + 1). With n histories p cannot be below 2 / 2^n (0.5 for 2
-replicates), which `SelfCross.min_p` gives beside it.
+d_h (`scipy.stats.permutation_test`, through `analysis.intervals`): under the null the sign
+of each d_h is arbitrary, so p is the share of the 2^n sign assignments whose mean is at
+least as far from 0 as the observed one. It is exact (every assignment) up to
+`EXACT_UP_TO` histories, else estimated from `PERMUTATIONS` random assignments (seed
+`SEED`, so a report is reproducible) as (count + 1) / (PERMUTATIONS + 1). With n histories
+p cannot be below 2 / 2^n (0.5 for 2 replicates), which `SelfCross.min_p` gives beside it.
+The difference has a bootstrap interval over the histories (`intervals.mean_interval`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from contreact.analysis.intervals import (
+    RESAMPLES,
+    Interval,
+    mean_interval,
+    paired_test,
+)
+from contreact.analysis.intervals import SEED as SEED
 from contreact.analysis.pei.matrix import PeiMatrix
 
-EXACT_UP_TO = 16
-"""Histories up to which every sign assignment is enumerated (2^16 = 65536)."""
-PERMUTATIONS = 20000
+EXACT_UP_TO = int(math.log2(RESAMPLES))
+"""Histories up to which every sign assignment is enumerated (2^13 = 8192)."""
+PERMUTATIONS = RESAMPLES
 """Random sign assignments beyond `EXACT_UP_TO`."""
-SEED = 20250925
-"""The random generator's seed for the estimated p-value."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,8 @@ class SelfCross:
     """Whether p enumerates every sign assignment (else it is estimated)."""
     differences: tuple[float, ...] = ()
     """The per-history d_h, in row order."""
+    interval: Interval | None = None
+    """The difference's 95 % bootstrap interval over the histories."""
 
     @property
     def min_p(self) -> float | None:
@@ -74,10 +83,15 @@ class SelfCross:
             way = "higher" if self.difference > 0 else "lower"
             direction = f"{abs(self.difference):.2f} levels {way} than"
         how = "exact" if self.exact else f"from {PERMUTATIONS} random sign flips, seed {SEED}"
+        interval = ""
+        if self.interval is not None and self.interval.low is not None:
+            interval = f", 95 % interval {self.interval.text(2)}"
+            if self.interval.few:
+                interval += f", {self.interval.note('histories')}"
         return (
             f"{self.model} rated its own histories {direction} the other evaluators did "
             f"(self {self.self_mean:.2f} vs cross {self.cross_mean:.2f} over "
-            f"{self.histories} histor{'y' if self.histories == 1 else 'ies'}; "
+            f"{self.histories} histor{'y' if self.histories == 1 else 'ies'}{interval}; "
             f"sign-flip permutation p = {self.p_value:.3g}, {how}; "
             f"the smallest p possible here is {self.min_p:.3g})"
         )
@@ -85,19 +99,8 @@ class SelfCross:
 
 def sign_flip_p(differences: np.ndarray) -> tuple[float, bool]:
     """Two-sided sign-flip permutation p of mean(`differences`) == 0, and whether exact."""
-    n = len(differences)
-    observed = abs(differences.mean())
-    tolerance = 1e-9
-    if n <= EXACT_UP_TO:
-        # Row k's signs are the bits of k: every assignment once.
-        bits = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
-        signs = 1.0 - 2.0 * bits
-        means = np.abs(signs @ differences) / n
-        return float(np.mean(means >= observed - tolerance)), True
-    rng = np.random.default_rng(SEED)
-    signs = rng.choice((1.0, -1.0), size=(PERMUTATIONS, n))
-    count = int(np.sum(np.abs(signs @ differences) / n >= observed - tolerance))
-    return (count + 1) / (PERMUTATIONS + 1), False
+    test = paired_test([differences.tolist()])
+    return (1.0 if test.p_value is None else test.p_value), test.exact
 
 
 def self_vs_cross(matrix: PeiMatrix) -> list[SelfCross]:
@@ -133,6 +136,7 @@ def self_vs_cross(matrix: PeiMatrix) -> list[SelfCross]:
                 p_value=p,
                 exact=exact,
                 differences=tuple(float(v) for v in d),
+                interval=mean_interval(d.tolist()),
             )
         )
     return found

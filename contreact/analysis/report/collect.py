@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from contreact.analysis.agreement import Agreement
+from contreact.analysis.comparisons import Comparison, compare_batches, compare_models
 from contreact.analysis.format_health import FormatHealth, format_health
+from contreact.analysis.intervals import SEED
 from contreact.analysis.metrics import (
     ModelSummary,
     RunSummary,
@@ -21,7 +24,10 @@ from contreact.analysis.metrics import (
 )
 from contreact.analysis.pei.matrix import PeiMatrix, build_matrix
 from contreact.analysis.pei.results import PeiResult, stored_results
-from contreact.analysis.report.methods import Methods, collect_methods, replicate_of
+from contreact.analysis.pei.retest import Retest, self_consistency
+from contreact.analysis.pei.self_rating import SelfCross, self_vs_cross
+from contreact.analysis.report.methods import Methods, collect_methods
+from contreact.analysis.runs import replicate_of
 from contreact.analysis.similarity import PairwiseSimilarity, pairwise
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for
@@ -62,6 +68,23 @@ class ReportData:
     methods: Methods | None = None
     health: list[FormatHealth] = field(default_factory=list)
     """Per model: steps, calls parsed, unreadable markup, truncations, echoes, ..."""
+    seed: int = SEED
+    """The seed of every bootstrap and estimated permutation p in the report."""
+    batch_comparisons: list[Comparison] = field(default_factory=list)
+    """Each batch after the first against the first (`report --batch A --batch B`)."""
+    model_comparison: Comparison | None = None
+    """Every pair of models within each batch (None: fewer than two models)."""
+    retests: list[Retest] = field(default_factory=list)
+    """Each evaluator's test-retest consistency (`pei --repeat K`)."""
+    agreement: list[Agreement] = field(default_factory=list)
+    """The evaluators' agreement over `pei` (empty without ratings)."""
+    self_cross: list[SelfCross] = field(default_factory=list)
+    """Each model's self vs cross figure over `pei`."""
+
+    @property
+    def model_order(self) -> list[str]:
+        """The models in report order: one colour each, in every figure."""
+        return list(dict.fromkeys(d.run.model for d in self.runs))
 
 
 def within(cycle: int, span: tuple[int, int] | None) -> bool:
@@ -104,6 +127,7 @@ def collect(
     title: str,
     lexical: bool = False,
     cycles: tuple[int, int] | None = None,
+    seed: int = SEED,
 ) -> ReportData:
     """Read everything the report needs for `runs`.
 
@@ -115,6 +139,7 @@ def collect(
             embedding model configured (no network at all).
         cycles: Only these cycles (first, last; inclusive) in the per-cycle table, plots
             and heatmaps: a zoom into a long run. Table 1 sums the whole run.
+        seed: The seed of the bootstraps and estimated permutation p-values.
     """
     engine = engine_for(storage)
     runs = in_report_order(runs)
@@ -145,17 +170,32 @@ def collect(
         table = [row for row in cycle_table(engine, run) if within(row["cycle"], cycles)]
         sampled = len(notes) if len(compared) < len(notes) else 0
         data.append(RunData(run, table, run_summary(engine, run), similarity, notes, sampled))
-    results = stored_results(engine, [r.run_id for r in runs])
+    every = stored_results(engine, [r.run_id for r in runs], repeats=True)
+    results = [r for r in every if r.repeat == 1]
     rated = [r for r in runs if any(p.run_id == r.run_id for p in results)]
     last = {d.run.run_id: d.reflections[-1][0] for d in data if d.reflections}
+    summaries = [d.summary for d in data]
+    matrix = build_matrix(results, rated, last_cycles=last) if rated else None
+    batches = list(dict.fromkeys(r.batch for r in runs))
+    models = list(dict.fromkeys(r.model for r in runs))
     return ReportData(
         title=title,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         runs=data,
-        models=model_summaries([d.summary for d in data]),
+        models=model_summaries(summaries, seed=seed),
         pei_results=results,
-        pei=build_matrix(results, rated, last_cycles=last) if rated else None,
+        pei=matrix,
         last_cycles=last,
         methods=collect_methods(engine, runs),
         health=format_health(engine, runs),
+        seed=seed,
+        batch_comparisons=[
+            compare_batches(summaries, str(batches[0]), str(other), seed=seed)
+            for other in batches[1:]
+            if batches[0] is not None and other is not None
+        ],
+        model_comparison=compare_models(summaries, seed=seed) if len(models) > 1 else None,
+        retests=self_consistency(every, last),
+        agreement=matrix.agreement() if matrix is not None else [],
+        self_cross=self_vs_cross(matrix) if matrix is not None else [],
     )

@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine, select
 
-from contreact.analysis.runs import events_of_type
+from contreact.analysis.runs import events_of_type, replicate_of
 from contreact.checkpoints.registry import RunRecord
 from contreact.checkpoints.schema import events
 
 NOT_RECORDED = "not recorded (run made before provenance was recorded)"
-_REPLICATE = re.compile(r"\.r(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -122,12 +120,6 @@ class Methods:
     runs: list[RunMethods]
     prompts: dict[str, str]
     """Prompt SHA-256 -> text, for every distinct system prompt of the runs."""
-
-
-def replicate_of(run_id: str) -> int | None:
-    """N of `<batch>.<model>.rN`, else None."""
-    match = _REPLICATE.search(run_id)
-    return int(match.group(1)) if match else None
 
 
 def _operator(config: dict[str, Any]) -> str:

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contreact.analysis.agreement import Agreement, describe
 from contreact.analysis.metrics import (
     CYCLE_METRICS,
-    EXTRAS,
-    TABLE1,
-    TABLE1_KEYS,
-    format_mean_sd,
-    length_notes,
 )
 from contreact.analysis.pei.matrix import PeiMatrix
 from contreact.analysis.pei.results import PeiResult
@@ -37,6 +33,33 @@ MARKDOWN_CYCLE_COLUMNS = (
 """The per-cycle columns shown in Markdown and HTML (the CSV has them all)."""
 
 
+_HASH = re.compile(r"([A-Za-z0-9_-]+:)?([0-9a-f]{16,})")
+
+
+class Hashes(str):
+    """A cell of one or more hashes (`a / b`): shown shortened, the whole kept beside."""
+
+    SHOWN = 12
+    """Hex digits shown of each hash."""
+
+    @property
+    def parts(self) -> list[str]:
+        """The hashes, whole."""
+        return self.split(" / ")
+
+    @staticmethod
+    def short(value: str) -> str:
+        """`sha256:0123456789ab…` of a long hash (any `kind:` prefix kept); else as it is."""
+        found = _HASH.fullmatch(value)
+        if found is None:
+            return value
+        return f"{found.group(1) or ''}{found.group(2)[: Hashes.SHOWN]}…"
+
+    def shortened(self) -> str:
+        """Every hash of the cell shortened."""
+        return " / ".join(self.short(p) for p in self.parts)
+
+
 def fmt(value: Any, digits: int = 1) -> str:
     """A cell as text: ints as ints, floats rounded, None as a dash."""
     if value is None or value == "":
@@ -53,79 +76,6 @@ def fmt(value: Any, digits: int = 1) -> str:
 def whole(value: float | None) -> float | int | None:
     """Whole numbers as int (a level of 7, not 7.0), others unchanged."""
     return int(value) if value is not None and float(value).is_integer() else value
-
-
-def run_rows(data: ReportData) -> list[dict[str, Any]]:
-    """Table 1 per run, with the extra totals, as CSV/table rows."""
-    rows = []
-    for d in data.runs:
-        s = d.summary
-        rows.append(
-            {
-                "run_id": s.run_id,
-                "model": s.model,
-                "batch": s.batch or "",
-                "status": s.status,
-                "cycles": s.cycles,
-                **{key: s.values[key] for key in TABLE1_KEYS},
-                **{key: s.extras.get(key) for key in EXTRAS},
-            }
-        )
-    return rows
-
-
-def model_rows(data: ReportData) -> list[dict[str, Any]]:
-    """Table 1 per model (mean and sd over runs) as CSV rows."""
-    rows = []
-    for m in data.models:
-        row: dict[str, Any] = {
-            "model": m.model,
-            "batch": m.batch or "",
-            "cycles": m.cycles,
-            "runs": len(m.runs),
-            "run_ids": " ".join(m.runs),
-            "cycles_mean": round(m.cycles_mean, 4),
-        }
-        for key in TABLE1_KEYS:
-            sd = m.sd[key]
-            row[f"{key}_mean"] = round(m.mean[key], 4)
-            row[f"{key}_sd"] = None if sd is None else round(sd, 4)
-        rows.append(row)
-    return rows
-
-
-def model_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
-    """Table 1 per model in the paper's layout: metrics as rows, models as columns.
-
-    Character counts are in thousands (k-chars), as the paper reports them; the CSV
-    files keep the exact counts. Compared batches, and runs of different lengths, have
-    columns of their own (`metrics.model_summaries`).
-    """
-    headers = ["Metric", *(f"{m.label or m.model} (n={len(m.runs)})" for m in data.models)]
-    body = []
-    for key, label in TABLE1:
-        if key.endswith("_chars"):
-            cells = []
-            for m in data.models:
-                sd = m.sd[key]
-                cells.append(
-                    format_mean_sd(m.mean[key] / 1000, None if sd is None else sd / 1000, 2)
-                )
-            body.append([f"{label} (k)", *cells])
-        else:
-            body.append([label, *(format_mean_sd(m.mean[key], m.sd[key]) for m in data.models)])
-    return headers, body
-
-
-def model_notes(data: ReportData) -> list[str]:
-    """What a reader of Table 1 by model must know: which batches, which lengths apart."""
-    batches = list(dict.fromkeys(m.batch for m in data.models if m.batch))
-    notes = []
-    if len(batches) > 1:
-        notes.append(
-            "Batches side by side: " + ", ".join(batches) + "; each column is one batch's runs."
-        )
-    return notes + length_notes(data.models)
 
 
 def methods_table(methods: Methods) -> tuple[list[str], list[list[str]]]:
@@ -146,10 +96,10 @@ def methods_table(methods: Methods) -> tuple[list[str], list[list[str]]]:
             fmt(m.num_ctx),
             ", ".join(f"{k}={v}" for k, v in sorted(m.options.items()) if k not in shown),
             fmt(m.reasoning),
-            m.digest,
+            Hashes(m.digest),
             m.operator,
             m.similarity,
-            m.prompt_sha[:12],
+            Hashes(m.prompt_sha),
             str(m.trims),
             m.notes_text() or "none",
         ]
@@ -187,14 +137,16 @@ def provenance_table(methods: Methods) -> tuple[list[str], list[list[str]]]:
                 str(data.get("host") or m.host),
                 server_version(first),
                 shown or str(data.get("unavailable") or "unavailable"),
-                str(data.get("template_sha256") or "unavailable")[:12],
+                Hashes(str(data.get("template_sha256") or "unavailable")),
                 m.started or "–",
                 m.ended or "–",
                 str(len(m.records) - 1),
                 "; ".join(m.digest_changes()) or "none",
-                " / ".join(
-                    str(hashes.get(k, "?"))[:12]
-                    for k in ("system_prompt", "tool_schemas", "settings")
+                Hashes(
+                    " / ".join(
+                        str(hashes.get(k, "?"))
+                        for k in ("system_prompt", "tool_schemas", "settings")
+                    )
                 ),
             ]
         )
@@ -314,36 +266,28 @@ def pei_instrument_lines(results: Sequence[PeiResult]) -> list[str]:
 
 
 def self_cross_table(figures: Sequence[SelfCross]) -> tuple[list[str], list[list[str]]]:
-    """Self vs cross per model: self mean, cross mean, difference and permutation p."""
-    headers = ["Model", "Histories", "Self mean", "Cross mean", "Self − cross", "p", "Smallest p"]
-    body = [
-        [
-            f.model,
-            str(f.histories),
-            fmt(f.self_mean, 2),
-            fmt(f.cross_mean, 2),
-            fmt(f.difference, 2),
-            "–" if f.p_value is None else f"{f.p_value:.3g}",
-            "–" if f.min_p is None else f"{f.min_p:.3g}",
-        ]
-        for f in figures
-    ]
-    return headers, body
-
-
-def run_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
-    """Table 1 per run: runs as rows."""
-    headers = ["Run", "Model", "Status", "Cycles", *(label for _, label in TABLE1)]
-    body = [
-        [
-            d.summary.run_id,
-            d.summary.model,
-            d.summary.status,
-            str(d.summary.cycles),
-            *(fmt(d.summary.values[key]) for key in TABLE1_KEYS),
-        ]
-        for d in data.runs
-    ]
+    """Self vs cross per model: self mean, cross mean, difference [interval], permutation p."""
+    headers = [
+        "Model", "Histories", "Self mean", "Cross mean", "Self − cross [95 % interval]", "p",
+        "Smallest p",
+    ]  # fmt: skip
+    body = []
+    for f in figures:
+        interval = f.interval
+        shown = fmt(f.difference, 2)
+        if interval is not None and interval.low is not None:
+            shown += f" {interval.text(2)}" + ("†" if interval.few else "")
+        body.append(
+            [
+                f.model,
+                str(f.histories),
+                fmt(f.self_mean, 2),
+                fmt(f.cross_mean, 2),
+                shown,
+                "–" if f.p_value is None else f"{f.p_value:.3g}",
+                "–" if f.min_p is None else f"{f.min_p:.3g}",
+            ]
+        )
     return headers, body
 
 
@@ -384,7 +328,8 @@ def markdown_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str
     """A GitHub-flavoured Markdown table (pipes and newlines in cells escaped)."""
 
     def cell(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+        shown = text.shortened() if isinstance(text, Hashes) else str(text)
+        return shown.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
     lines = [
         "| " + " | ".join(cell(h) for h in headers) + " |",
