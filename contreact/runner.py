@@ -47,7 +47,6 @@ from contreact.checkpoints.registry import (
     list_runs,
     set_status,
 )
-from contreact.checkpoints.saver import open_saver
 from contreact.checkpoints.statistics import Statistics
 from contreact.checkpoints.storage import Storage
 from contreact.checkpoints.storage_faults import StorageFault
@@ -59,9 +58,9 @@ from contreact.config import (
     default_ollama_host,
     parse_config,
 )
+from contreact.engine.replies import Waiting, post_reply, recorded_reply, waiting_in
 from contreact.errors import (
     LeaseLostError,
-    NotWaitingError,
     OperatorUnavailableError,
     RunAlreadyCompletedError,
     detail,
@@ -230,6 +229,7 @@ def resume_run(
         RunNotFoundError: no such run.
         RunAlreadyCompletedError: the run is complete and no extension was asked for.
         NotWaitingError: a reply was given but the run is not waiting for one.
+        AlreadyAnsweredError: another reply to the message was recorded first.
     """
     engine = engine_for(storage)
     record = get_run(engine, run_id)
@@ -237,6 +237,11 @@ def resume_run(
         raise RuntimeError(
             f"run {run_id} is being driven by process {record.pid}; stop it before resuming"
         )
+    if reply is not None:
+        # Recorded first, as every face records one: a reply sent meanwhile from elsewhere
+        # is refused, and the drive below takes this one from the record.
+        post_reply(storage, run_id, reply)
+        record = get_run(engine, run_id)
     config = config_of(record, overrides)
     if config.host != record.host:
         n = numbered(engine, run_id, keys.host_change)
@@ -264,7 +269,6 @@ def resume_run(
             progress,
             ask_operator,
             resume=True,
-            reply=reply,
             handed=handed,
         )
     finally:
@@ -363,7 +367,6 @@ def _drive(
     ask_operator: AskOperator | None,
     *,
     resume: bool = False,
-    reply: str | None = None,
     handed: Handed | None = None,
 ) -> RunOutcome:
     # While this process drives the run it beats; once it is killed the beat stops and
@@ -379,7 +382,6 @@ def _drive(
                 progress,
                 ask_operator,
                 resume=resume,
-                reply=reply,
                 handed=handed,
             )
     except RunStoppedByStorage:
@@ -418,7 +420,6 @@ def _drive_steps(
     ask_operator: AskOperator | None,
     *,
     resume: bool = False,
-    reply: str | None = None,
     handed: Handed | None = None,
 ) -> RunOutcome:
     progress = progress or SilentProgress()
@@ -438,11 +439,17 @@ def _drive_steps(
         line = Checkpointed(
             graph, record.thread_id, config.persistence.checkpoints, cycle_node="reflect"
         )
-        state, payload = _starting_point(line.latest(), record, config, storage, extension)
-        if reply is not None:
-            asks = _operator_asks(line.interrupts())
-            if not asks:
-                raise NotWaitingError(record.run_id)
+        latest = line.latest()
+        state, payload = _starting_point(latest, record, config, storage, extension)
+        # A reply recorded for the message the thread waits on (`engine.replies`), by this
+        # process or any other, answers it now.
+        reply = (
+            recorded_reply(engine, record.run_id, latest.checkpoint_id)
+            if latest.next and latest.checkpoint_id
+            else None
+        )
+        asks = _operator_asks(line.interrupts()) if reply is not None else []
+        if reply is not None and asks:
             progress.operator(str(asks[0].get("message", "")), reply, "queue")
             payload = Command(resume={"reply": reply, "policy": "queue"})
         set_status(engine, record.run_id, "running", claim=True)
@@ -595,43 +602,14 @@ def _operator_asks(interrupts: tuple[Any, ...]) -> list[dict[str, Any]]:
     return [i for i in interrupts if isinstance(i, dict) and i.get("type") == OPERATOR_INTERRUPT]
 
 
-@dataclass(frozen=True)
-class PendingMessage:
-    """An agent's message waiting for the operator's reply."""
-
-    run_id: str
-    cycle: int
-    message: str
-    since: str
-    """When the run paused on it (ISO-8601 UTC)."""
+PendingMessage = Waiting
+"""An agent's message waiting for the operator's reply (`engine.replies.Waiting`)."""
 
 
 def pending_operator_messages(storage: Storage) -> list[PendingMessage]:
     """The messages every paused run of this storage is waiting on, oldest first."""
-    engine = engine_for(storage)
-    # A run started in Studio pauses without the CLI knowing: look at its checkpoint.
-    paused = [
-        r
-        for r in list_runs(engine)
-        if r.status == "paused" or (r.origin == "studio" and r.status == "running")
-    ]
-    found: list[PendingMessage] = []
-    if not paused:
-        return found
-    with open_saver(storage) as saver:
-        graph = builder.compile(checkpointer=saver)
-        for record in paused:
-            snapshot = graph.get_state({"configurable": {"thread_id": record.thread_id}})
-            for ask in _operator_asks(tuple(i.value for i in snapshot.interrupts)):
-                found.append(
-                    PendingMessage(
-                        record.run_id,
-                        int(ask.get("cycle", 0)),
-                        str(ask.get("message", "")),
-                        str(snapshot.created_at or record.updated_at),
-                    )
-                )
-    return sorted(found, key=lambda p: p.since)
+    # A run started in Studio pauses without the CLI knowing: its checkpoint says so.
+    return waiting_in(storage, list_runs(engine_for(storage)))
 
 
 def _advisory_after(storage: Storage, run_id: str, cycle: int) -> str | None:

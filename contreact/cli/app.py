@@ -122,6 +122,8 @@ def explain(exc: Exception) -> tuple[str, int] | None:
         return str(exc), 1
     if _is(exc, "contreact.errors", "NotWaitingError"):
         return f"run {run} is not waiting for the operator (see `contreact operator`)", 2
+    if _is(exc, "contreact.engine.replies", "AlreadyAnsweredError"):
+        return f"run {run} was answered by another reply first (see `contreact show {run}`)", 2
     return None
 
 
