@@ -95,6 +95,7 @@ async def _answer(request: Request, run_id: str, ask: str, text: str) -> Respons
             status=status,
             outcome=outcome,
             run_id=run_id,
+            ask=ask,
             text=text,
             message=message,
         )
