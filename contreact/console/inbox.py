@@ -35,14 +35,27 @@ def inbox(request: Request) -> Response:
     """The inbox page."""
     console = console_of(request)
     waiting = pending_operator_messages(console.storage)
-    return console.page(request, "inbox.html", waiting=waiting, stream="/stream/inbox")
+    return console.page(
+        request, "inbox.html", messages=waiting, empty=not waiting, stream="/stream/inbox"
+    )
 
 
-def inbox_list(request: Request) -> Response:
-    """The waiting messages, read again (a run paused or was answered)."""
+def inbox_update(request: Request) -> Response:
+    """The messages that began to wait since the page's, and those that wait no longer.
+
+    A message on the page is never drawn again: a reply being typed or sent stays as it is.
+    """
     console = console_of(request)
     waiting = pending_operator_messages(console.storage)
-    return console.page(request, "_inbox_list.html", waiting=waiting)
+    shown = [tuple(s.split(" ", 1)) for s in request.query_params.getlist("shown") if " " in s]
+    keys = {(w.run_id, w.ask) for w in waiting}
+    return console.page(
+        request,
+        "_inbox_update.html",
+        messages=[w for w in waiting if (w.run_id, w.ask) not in shown],
+        gone=[s for s in shown if s not in keys],
+        empty=not waiting,
+    )
 
 
 def resume_alone(storage: Storage, run_id: str) -> int:
@@ -120,7 +133,7 @@ async def _answer(request: Request, run_id: str, ask: str, text: str) -> Respons
 
 ROUTES = [
     Route("/inbox", inbox),
-    Route("/fragments/inbox", inbox_list),
+    Route("/fragments/inbox", inbox_update),
     Route("/inbox/reply", reply, methods=["POST"]),
 ]
 POSTS = ["/inbox/reply"]

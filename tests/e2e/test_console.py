@@ -19,7 +19,7 @@ from contreact.stub import StubServer
 from support.backends import Backend
 from support.cli import cli_in_process, cli_start
 from support.console import chromium, served
-from support.runs import read_log, write_config
+from support.runs import write_config
 from support.stub import scripted_stub
 from support.workers import wait_for
 
@@ -78,7 +78,11 @@ def test_a_run_started_after_the_overview_opened_appears_and_advances_without_a_
         expect(page.locator("#live[data-state=open]")).to_have_count(1, timeout=WAIT_MS)
         page.evaluate("window.__same_page = true")
         config = write_config(
-            tmp_path / "live.yaml", sqlite_backend, run_id="live-1", cycles=4, ollama={"host": stub.url}
+            tmp_path / "live.yaml",
+            sqlite_backend,
+            run_id="live-1",
+            cycles=4,
+            ollama={"host": stub.url},
         )
         proc = cli_start(sqlite_backend, "run", str(config))
         row = page.locator('[data-testid="run"][data-run-id="live-1"]')
@@ -114,7 +118,9 @@ def test_an_inbox_reply_reaches_the_agent_once_and_the_run_completes(
             message.get_by_role("button", name="Send reply").click()
             outcome = page.locator('[data-testid="reply-outcome"][data-run-id="asks"]')
             expect(outcome).to_have_attribute("data-outcome", "resumed")
-            wait_for(lambda: status(sqlite_backend, "asks") == "completed", 60, "the run completing")
+            wait_for(
+                lambda: status(sqlite_backend, "asks") == "completed", 60, "the run completing"
+            )
             # The answered message leaves the inbox (as the page finds it now).
             page.reload()
             expect(page.locator('[data-testid="operator-message"]')).to_have_count(0)
@@ -150,7 +156,9 @@ def test_two_browsers_answering_at_once_one_wins_and_the_other_is_told(
             assert sorted(got) == ["resumed", "taken"]
             winner, loser = got.index("resumed"), got.index("taken")
             expect(outcomes[loser]).to_contain_text("Another reply reached this agent first")
-            wait_for(lambda: status(sqlite_backend, "race") == "completed", 60, "the run completing")
+            wait_for(
+                lambda: status(sqlite_backend, "race") == "completed", 60, "the run completing"
+            )
             for page in pages:
                 page.context.close()
     events = operator_events(sqlite_backend, "race")
