@@ -25,6 +25,23 @@ TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
 
 
+EVENT_NAMES = {
+    "LLM_INVOCATION": "model call",
+    "TOOL_CALL": "tool call",
+    "OPERATOR_MESSAGE": "operator message",
+    "HOOK": "hook",
+    "INTERVENTION": "intervention",
+    "CONTEXT_TRIM": "context trimmed",
+    "RECORD_SKIPPED": "record skipped",
+}
+"""Event types as a person reads them (the others: lower case, spaced)."""
+
+
+def event_name(kind: str) -> str:
+    """An event type as the pages name it (`LLM_INVOCATION`: model call)."""
+    return EVENT_NAMES.get(kind, kind.lower().replace("_", " "))
+
+
 def template_environment() -> Environment:
     """The console's templates, every one autoescaped."""
     env = Environment(
@@ -34,6 +51,7 @@ def template_environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["count"] = lambda n: f"{int(n):,}"
+    env.filters["event_name"] = event_name
     env.filters["pretty"] = lambda value: json.dumps(
         value, ensure_ascii=False, indent=2, default=str
     )
