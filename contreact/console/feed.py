@@ -17,6 +17,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Engine, func, select
 from sse_starlette.sse import EventSourceResponse
@@ -24,12 +25,14 @@ from starlette.requests import Request
 
 from contreact.checkpoints.run_record import record_from_row
 from contreact.checkpoints.schema import batch_runs, events, leases, runs
-from contreact.console.overview import RunRow, read_rows, waiting_count
+from contreact.console.overview import Pace, RunRow, pace_of, read_rows, saw_event, waiting_count
 
 log = logging.getLogger("contreact.console")
 
-POLL_S = 0.5
+POLL_S = 1.0
 """How often the storage is looked at while a page listens."""
+BACKLOG = 5000
+"""The most new events read in one look; past it the runs they belong to are read again."""
 QUEUE_LIMIT = 256
 """Messages held for a page that does not read them; past it the page is told to refresh."""
 PING_S = 15
@@ -83,6 +86,7 @@ class Feed:
         self._states: dict[str, tuple[object, ...]] = {}
         self._leases: dict[str, str] = {}
         self._plans = 0
+        self._paces: dict[str, Pace] = {}
         self.rows: dict[str, RunRow] = {}
         """The overview's rows as last read: changed ones are read again, the summary is
         counted from all of them."""
@@ -134,14 +138,18 @@ class Feed:
         """What changed since the last look, as messages to the pages that show it."""
         with self.engine.connect() as conn:
             fresh = conn.execute(
-                select(events.c.run_id, func.max(events.c.id))
+                select(
+                    events.c.id,
+                    events.c.run_id,
+                    events.c.cycle,
+                    events.c.event_type,
+                    events.c.timestamp,
+                )
                 .where(events.c.id > self._after)
-                .group_by(events.c.run_id)
+                .order_by(events.c.id)
+                .limit(BACKLOG)
             ).all()
-            states = {
-                str(row["run_id"]): _state(dict(row))
-                for row in conn.execute(select(*_REGISTRY_COLUMNS)).mappings()
-            }
+            states = {str(row[0]): _state(row) for row in conn.execute(select(*_REGISTRY_COLUMNS))}
             held = {
                 str(r): str(w)
                 for r, w in conn.execute(
@@ -149,21 +157,48 @@ class Feed:
                 )
             }
             plans = int(conn.execute(select(func.count()).select_from(batch_runs)).scalar_one())
-        changed = {str(run_id) for run_id, _ in fresh}
-        self._after = max([self._after, *(int(last) for _, last in fresh)])
+            if first:
+                newest = conn.execute(select(func.max(events.c.id))).scalar()
         reshaped = set(states) != set(self._states) or plans != self._plans
-        changed |= {r for r, s in states.items() if self._states.get(r) != s}
-        changed |= {r for r in set(held) ^ set(self._leases)}
-        changed |= {r for r, w in held.items() if self._leases.get(r, w) != w}
+        # A run whose registry row or lease changed is read again whole; one that only
+        # logged events is brought up to them here, without reading it again.
+        reread = {r for r, s in states.items() if self._states.get(r) != s}
+        reread |= set(held) ^ set(self._leases)
+        reread |= {r for r, w in held.items() if self._leases.get(r, w) != w}
+        if len(fresh) == BACKLOG:
+            reread |= {str(row.run_id) for row in fresh}
         was_waiting = {r for r, s in self._states.items() if s[0] == "paused"}
         waiting = {r for r, s in states.items() if s[0] == "paused"}
         self._states, self._leases, self._plans = states, held, plans
-        if first or reshaped:
-            self.rows = {r.run_id: r for r in read_rows(self.engine)}
-        elif changed:
-            self.rows.update({r.run_id: r for r in read_rows(self.engine, changed)})
         if first:
+            self._after = int(newest or 0)
+            self.rows = {r.run_id: r for r in read_rows(self.engine)}
+            self._paces.clear()
             return []
+        changed = set(reread)
+        for event in fresh:
+            self._after = max(self._after, int(event.id))
+            run_id = str(event.run_id)
+            row = self.rows.get(run_id)
+            if row is None or run_id in reread:
+                continue
+            if run_id not in self._paces:
+                with self.engine.connect() as conn:
+                    self._paces[run_id] = pace_of(conn, row)
+            saw_event(
+                row,
+                self._paces[run_id],
+                int(event.cycle),
+                str(event.event_type),
+                str(event.timestamp),
+            )
+            changed.add(run_id)
+        if reshaped:
+            self.rows = {r.run_id: r for r in read_rows(self.engine)}
+        elif reread:
+            self.rows.update({r.run_id: r for r in read_rows(self.engine, reread)})
+        for run_id in reread:
+            self._paces.pop(run_id, None)
         return self._messages(changed, reshaped, waiting != was_waiting)
 
     def _messages(self, changed: Collection[str], reshaped: bool, inbox: bool) -> list[Message]:
@@ -187,10 +222,12 @@ class Feed:
         return messages
 
 
-def _state(row: dict[str, object]) -> tuple[object, ...]:
-    """What of a registry row shows on a page: status, reason, driver, and whether it beats."""
-    record = record_from_row({**row, "config": "{}"})
-    return (record.status, record.reason, record.updated_at, record.driven, record.host)
+def _state(row: Any) -> tuple[object, ...]:
+    """What of a registry row shows on a page: status, reason, host, and whether it beats."""
+    status = str(row.status)
+    # Only a running run's driver can stop beating (for a local one, a look at /proc).
+    driven = status == "running" and record_from_row({**row._mapping, "config": "{}"}).driven
+    return (status, row.reason, row.updated_at, driven, row.host)
 
 
 def stream(feed: Feed, request: Request, topics: Iterable[str]) -> EventSourceResponse:

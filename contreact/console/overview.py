@@ -172,12 +172,40 @@ def read_rows(engine: Engine, only: Collection[str] | None = None) -> list[RunRo
                 holder.worker = str(worker) if holder.live else f"{worker} (silent)"
         for row in rows.values():
             if row.live:
-                row.eta_s = _eta(conn, row)
+                row.eta_s = pace_of(conn, row).eta(row)
     return list(rows.values())
 
 
-def _eta(conn: Connection, row: RunRow) -> float | None:
-    """Seconds until `row`'s last cycle ends, at the pace of its latest finished cycles."""
+@dataclass
+class Pace:
+    """When a run's latest cycles started and ended: its pace now, for its ETA."""
+
+    starts: dict[int, float] = field(default_factory=dict)
+    spans: list[float] = field(default_factory=list)
+
+    def saw(self, cycle: int, kind: str, stamp: str) -> None:
+        """Take in a CYCLE_START or CYCLE_END (other events tell nothing of the pace)."""
+        if kind == "CYCLE_START":
+            self.starts[cycle] = _seconds(stamp)
+            for old in [c for c in self.starts if c < cycle - RECENT_CYCLES]:
+                del self.starts[old]
+        elif kind == "CYCLE_END" and cycle in self.starts:
+            self.spans = [*self.spans, _seconds(stamp) - self.starts[cycle]][-RECENT_CYCLES:]
+
+    def eta(self, row: RunRow) -> float | None:
+        """Seconds until `row`'s last cycle ends at this pace (None: no cycle timed yet)."""
+        if not self.spans:
+            return None
+        pace = sum(self.spans) / len(self.spans)
+        under_way = self.starts.get(row.current or -1)
+        elapsed = 0.0
+        if under_way is not None and row.last_at:
+            elapsed = max(0.0, _seconds(row.last_at) - under_way)
+        return max(0.0, pace * (row.planned - row.done) - elapsed)
+
+
+def pace_of(conn: Connection, row: RunRow) -> Pace:
+    """The pace of `row`'s latest cycles, from their CYCLE_START and CYCLE_END events."""
     query = (
         select(events.c.cycle, events.c.event_type, events.c.timestamp)
         .where(
@@ -187,21 +215,20 @@ def _eta(conn: Connection, row: RunRow) -> float | None:
         )
         .order_by(events.c.id)
     )
-    starts: dict[int, float] = {}
-    spans: list[float] = []
+    pace = Pace()
     for cycle, kind, stamp in conn.execute(query):
-        if kind == "CYCLE_START":
-            starts[int(cycle)] = _seconds(str(stamp))
-        elif int(cycle) in starts:
-            spans.append(_seconds(str(stamp)) - starts[int(cycle)])
-    if not spans:
-        return None
-    pace = sum(spans) / len(spans)
-    under_way = starts.get(row.current or -1)
-    elapsed = 0.0
-    if under_way is not None and row.last_at:
-        elapsed = max(0.0, _seconds(row.last_at) - under_way)
-    return max(0.0, pace * (row.planned - row.done) - elapsed)
+        pace.saw(int(cycle), str(kind), str(stamp))
+    return pace
+
+
+def saw_event(row: RunRow, pace: Pace, cycle: int, kind: str, stamp: str) -> None:
+    """Bring `row` up to one more event of its run (the feed reads only what is new)."""
+    row.last_event, row.last_at = kind, stamp
+    if kind == "CYCLE_END":
+        row.done = max(row.done, cycle)
+    row.current = cycle if row.live and cycle > row.done else None
+    pace.saw(cycle, kind, stamp)
+    row.eta_s = pace.eta(row) if row.live else None
 
 
 def groups(rows: Sequence[RunRow]) -> list[BatchGroup]:
