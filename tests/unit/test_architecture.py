@@ -20,12 +20,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "contreact"
 
 FORBIDDEN: dict[str, set[str]] = {
-    "nodes": {"analysis", "cli", "runner", "progress", "batch", "doctor", "evaluate"},
+    "nodes": {"analysis", "cli", "runner", "progress", "batch", "doctor", "evaluate", "console"},
     "stub": {"graph", "nodes", "checkpoints", "tools", "analysis", "cli", "runner", "config"},
-    "analysis": {"cli", "runner", "progress"},
-    "tools": {"nodes", "graph", "analysis", "cli", "runner"},
+    "analysis": {"cli", "runner", "progress", "console", "engine"},
+    "tools": {"nodes", "graph", "analysis", "cli", "runner", "console"},
     "checkpoints": {"graph", "nodes", "tools", "analysis", "cli", "runner", "config", "stub"},
-    "graph": {"analysis", "cli", "runner", "progress"},
+    "graph": {"analysis", "cli", "runner", "progress", "console"},
+    "console": {"cli"},  # a face of its own: it calls the services, never the command line
+    "engine": {"cli", "console"},
     "text": {
         "graph",
         "nodes",
