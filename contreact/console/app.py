@@ -21,9 +21,9 @@ from starlette.types import ASGIApp
 from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.storage import Storage
 from contreact.console import inbox, pages, results, run_page
-from contreact.console.context import STATIC, Console, console_of, template_environment
+from contreact.console.context import STATIC, Console, template_environment
 from contreact.console.feed import Feed, Renderers, stream
-from contreact.console.overview import RunRow, per_model
+from contreact.console.overview import per_model
 from contreact.console.security import protect
 
 
@@ -100,6 +100,3 @@ def build_app(storage: Storage, *, token: str | None = None, bind: str = "127.0.
     app.state.console = console
     app.state.feed = feed
     return protect(app, token=token, bind=bind, posts=[*inbox.POSTS, *results.POSTS])
-
-
-__all__ = ["RunRow", "build_app", "console_of"]

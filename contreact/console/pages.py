@@ -112,7 +112,7 @@ def compare(request: Request) -> Response:
     return console.page(
         request,
         "compare.html",
-        columns=columns if len(columns) >= 1 else [],
+        columns=columns,
         rows=rows,
         keys=keys,
         missing=missing,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
@@ -117,7 +118,7 @@ async def write(request: Request) -> Response:
         await run_in_threadpool(
             build_report, console.storage, chosen, out, title=title, lexical=True
         )
-    target = "/results" + (f"?batch={batch}" if batch else "")
+    target = "/results" + (f"?{urlencode({'batch': batch})}" if batch else "")
     return RedirectResponse(target, status_code=303)
 
 

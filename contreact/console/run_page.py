@@ -29,7 +29,7 @@ from contreact.checkpoints.schema import events
 from contreact.console.context import Console, console_of
 from contreact.console.overview import RunRow, read_rows
 from contreact.console.plots import run_figure
-from contreact.console.transcript import entries
+from contreact.console.transcript import Entry, entries
 
 PREVIEW_CHARS = 220
 """How much of a reflection a cycle's one line shows."""
@@ -165,7 +165,7 @@ def _line(record: CycleRecord) -> dict[str, Any]:
     }
 
 
-def _tail_entries(console: Console, row: RunRow) -> list[Any]:
+def _tail_entries(console: Console, row: RunRow) -> list[Entry]:
     """The events of the cycle under way (none when no cycle is open)."""
     if row.current is None:
         return []
