@@ -116,6 +116,23 @@ def build_study(where: BenchStorage, n_runs: int, n_cycles: int) -> list[str]:
     return ids
 
 
+PIDS: list[int] = []
+"""The console processes running now (their CPU time is read while a run is measured)."""
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds the processes `pids` have used so far (Linux)."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 @contextmanager
 def console(where: BenchStorage) -> Iterator[str]:
     """A `contreact ui` process over the study; its address."""
@@ -131,11 +148,13 @@ def console(where: BenchStorage) -> Iterator[str]:
     )
     assert proc.stdout is not None
     found = ADDRESS.search(proc.stdout.readline())
+    PIDS.append(proc.pid)
     try:
         if found is None:
             raise RuntimeError("the console did not start")
         yield found.group(1)
     finally:
+        PIDS.remove(proc.pid)
         proc.terminate()
         proc.wait(timeout=30)
 
@@ -226,10 +245,15 @@ def open_consoles(where: BenchStorage, count: int) -> Iterator[None]:
         yield
 
 
-def overhead(where: BenchStorage, cycles: int, reps: int) -> tuple[list[float], list[float]]:
-    """Per-step seconds of a run with no console and with five open, alternated."""
-    alone: list[float] = []
-    watched: list[float] = []
+def overhead(where: BenchStorage, cycles: int, reps: int) -> dict[str, list[float]]:
+    """Per-step seconds of a run with no console and with five open, alternated.
+
+    Also the run's own CPU seconds per step, and the consoles' CPU seconds per second of
+    the watched runs (the share of a core they took from the machine).
+    """
+    out: dict[str, list[float]] = {
+        k: [] for k in ("alone", "watched", "alone_cpu", "watched_cpu", "console_share")
+    }
     with StubProcess(constant_work_scenario(cycles), where.data_dir).start() as stub:
         contreact_loop(stub.url, 2, where)  # warm-up
         for rep in range(reps):
@@ -238,19 +262,24 @@ def overhead(where: BenchStorage, cycles: int, reps: int) -> tuple[list[float], 
                 stub.reset()
                 if with_consoles:
                     with open_consoles(where, CONSOLES):
+                        used, started = cpu_seconds(PIDS), time.perf_counter()
                         ends = contreact_loop(stub.url, cycles, where)
+                        share = (cpu_seconds(PIDS) - used) / (time.perf_counter() - started)
+                        out["console_share"].append(share * 100)
                 else:
                     ends = contreact_loop(stub.url, cycles, where)
                 requests = stub.requests()
                 steps = len(requests) - sum(1 for r in requests if _opens_or_in_cycle_1(r))
-                (watched if with_consoles else alone).append(steady_step_s(ends, steps))
-    return alone, watched
+                name = "watched" if with_consoles else "alone"
+                out[name].append(steady_step_s(ends, steps))
+                out[f"{name}_cpu"].append(steady_step_s(ends, steps, cpu=True))
+    return out
 
 
 def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     n_runs, n_cycles = (10, 20) if args.quick else (100, 100)
-    reps, overhead_cycles = (1, 10) if args.quick else (4, 30)
+    reps, overhead_cycles = (2, 10) if args.quick else (6, 30)
     with bench_storage(args.db_url) as where:
         started = time.perf_counter()
         ids = build_study(where, n_runs, n_cycles)
@@ -259,26 +288,38 @@ def main() -> None:
             overview_s = median(load_times(url, 5))
             run_s = median(load_times(f"{url}runs/{ids[-1]}", 5))
             latencies = event_latencies(where, url, 12)
-        alone, watched = overhead(where, overhead_cycles, reps)
+        measured = overhead(where, overhead_cycles, reps)
     study = f"{n_runs} runs x {n_cycles} cycles"
-    change = (median(watched) - median(alone)) / median(alone) * 100
+
+    def change(key: str) -> float:
+        alone, watched = median(measured[key]), median(measured[key.replace("alone", "watched")])
+        return (watched - alone) / alone * 100
+
     print(f"\nStudy of {study} built in {built_s:.1f} s (one run driven, its rows copied).")
     print(f"Event latencies (s): {', '.join(f'{v:.2f}' for v in latencies)}")
-    print(
-        f"Step time alone {median(alone) * 1000:.1f} ms, with {CONSOLES} consoles "
-        f"{median(watched) * 1000:.1f} ms"
-    )
+    for key, values in measured.items():
+        scale = 1 if key == "console_share" else 1000  # a share in %, times in ms
+        print(f"{key}: {', '.join(f'{v * scale:.1f}' for v in values)}")
     figures = [
         Figure("overview", f"overview load, {study}", overview_s, "s", target=1.0),
         Figure("run", f"run page load, {n_cycles} cycles", run_s, "s", target=1.0),
         Figure("event", "event to open overview, median", median(latencies), "s", target=2.0),
         Figure("event-max", "event to open overview, slowest", max(latencies), "s", target=2.0),
-        Figure("overhead", f"per-call overhead, {CONSOLES} consoles open", change, "%", target=5.0),
+        Figure(
+            "overhead", f"step time, {CONSOLES} consoles open", change("alone"), "%", target=5.0
+        ),
+        Figure("overhead-cpu", "the run's CPU per step, consoles open", change("alone_cpu"), "%"),
+        Figure(
+            "console-cpu",
+            f"{CONSOLES} open consoles' CPU",
+            median(measured["console_share"]),
+            "% of a core",
+        ),
     ]
     report(figures, args.json)
     if args.json:
         extra = Path(args.json).with_suffix(".raw.json")
-        extra.write_text(json.dumps({"alone": alone, "watched": watched, "latencies": latencies}))
+        extra.write_text(json.dumps({**measured, "latencies": latencies}))
 
 
 if __name__ == "__main__":
