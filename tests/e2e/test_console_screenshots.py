@@ -110,6 +110,15 @@ def test_every_page_shows_what_it_is_for(tmp_path: Path, sqlite_backend: Backend
                 page.locator("#cycle-2 article.operator").scroll_into_view_if_needed()
                 shoot(page, folder, "transcript")
 
+                # A run page follows its run: cycles that end join it without a reload.
+                page.goto(f"{console.url}runs/explorer-long")
+                page.evaluate("window.__same_page = true")
+                shown = page.locator("details.cycle").count()
+                page.wait_for_function(
+                    f"document.querySelectorAll('details.cycle').length > {shown}", timeout=60_000
+                )
+                assert page.evaluate("window.__same_page") is True
+
                 page.goto(f"{console.url}inbox")
                 expect(page.locator('[data-testid="operator-message"]')).to_have_count(1)
                 page.locator("textarea").fill("Hello! I read your note; carry on exploring.")

@@ -35,8 +35,19 @@ ADDRESS = re.compile(r"contreact console at (http://\S+/) ")
 
 @contextmanager
 def chromium() -> Iterator[Any]:
-    """A headless chromium (Playwright's `Browser`)."""
+    """A headless chromium (Playwright's `Browser`); skips without one, fails so in CI."""
+    import os
+
+    import pytest
     from playwright.sync_api import sync_playwright
+
+    from support.ci import IN_CI
+
+    if not os.path.exists(CHROMIUM):
+        why = f"the console's browser tests need Debian's chromium at {CHROMIUM}"
+        if IN_CI:
+            pytest.fail(why)
+        pytest.skip(why + " (apt-get install -y chromium)")
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
