@@ -14,11 +14,13 @@ Measured against a real ``contreact ui`` process over that storage:
   12 cycles is driven here at 100 ms per model call while the overview's event stream is
   read; per cycle, the first pushed row that shows it finished, minus its CYCLE_END's
   commit time;
-* the runs' per-call overhead with five consoles open: the step time of a run in this
-  process (``benchmarks/overhead.py``'s measurement: steady state from the end of cycle 1,
-  constant-work script, zero-latency stub in a child process), with no console at all
-  against five console processes each with an overview open (its event stream read by
-  ``curl``), alternated, medians compared.
+* the runs' per-call overhead with five consoles open: the step time of a run of 60 cycles
+  in this process (``benchmarks/overhead.py``'s loop: constant-work script, zero-latency stub
+  in a child process), in steady state (from the end of cycle 10: a run's start, when every
+  console reads its row for the first time, is a one-off), with no console at all against
+  five console processes each with an overview open (its event stream read by ``curl``),
+  alternated, medians compared; beside it the run's own CPU per step, and the CPU the five
+  consoles took, as a share of one core.
 
 Run: `.venv/bin/python benchmarks/console_load.py [--quick] [--json PATH] [--db-url URL]`.
 """
@@ -53,7 +55,7 @@ from common import (
     run_config,
     steady_agent,
 )
-from overhead import _opens_or_in_cycle_1, contreact_loop, steady_step_s
+from overhead import contreact_loop
 from sqlalchemy import insert, select
 
 from contreact.checkpoints.engines import engine_for
@@ -71,6 +73,11 @@ from contreact.stub import StubServer
 
 MODELS = ("model-a", "model-b", "model-c", "model-d", "model-e")
 CONSOLES = 5
+STEPS_PER_CYCLE = 3
+"""Model calls of the constant-work cycle (write, read, answer)."""
+SETTLE_CYCLES = 10
+"""Cycles left out of the steady state: a run's start (registering it, the consoles reading
+its row for the first time) is a one-off, not what each call costs."""
 ADDRESS = re.compile(r"contreact console at (http://\S+/) ")
 
 
@@ -268,18 +275,21 @@ def overhead(where: BenchStorage, cycles: int, reps: int) -> dict[str, list[floa
                         out["console_share"].append(share * 100)
                 else:
                     ends = contreact_loop(stub.url, cycles, where)
-                requests = stub.requests()
-                steps = len(requests) - sum(1 for r in requests if _opens_or_in_cycle_1(r))
+                calls = len(stub.requests())
+                if calls != STEPS_PER_CYCLE * cycles:
+                    raise RuntimeError(f"{calls} model calls, not {STEPS_PER_CYCLE} a cycle")
+                steps = STEPS_PER_CYCLE * (len(ends) - 1 - SETTLE_CYCLES)
                 name = "watched" if with_consoles else "alone"
-                out[name].append(steady_step_s(ends, steps))
-                out[f"{name}_cpu"].append(steady_step_s(ends, steps, cpu=True))
+                after = ends[SETTLE_CYCLES]
+                out[name].append((ends[-1][0] - after[0]) / steps)
+                out[f"{name}_cpu"].append((ends[-1][1] - after[1]) / steps)
     return out
 
 
 def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     n_runs, n_cycles = (10, 20) if args.quick else (100, 100)
-    reps, overhead_cycles = (2, 10) if args.quick else (6, 30)
+    reps, overhead_cycles = (2, 20) if args.quick else (6, 60)
     with bench_storage(args.db_url) as where:
         started = time.perf_counter()
         ids = build_study(where, n_runs, n_cycles)

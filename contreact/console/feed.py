@@ -159,9 +159,11 @@ class Feed:
             plans = int(conn.execute(select(func.count()).select_from(batch_runs)).scalar_one())
             if first:
                 newest = conn.execute(select(func.max(events.c.id))).scalar()
-        reshaped = set(states) != set(self._states) or plans != self._plans
-        # A run whose registry row or lease changed is read again whole; one that only
-        # logged events is brought up to them here, without reading it again.
+        added, removed = set(states) - set(self._states), set(self._states) - set(states)
+        replanned = plans != self._plans
+        reshaped = bool(added or removed) or replanned
+        # A run whose registry row or lease changed is read again whole (a new one read for
+        # the first time); one that only logged events is brought up to them here.
         reread = {r for r, s in states.items() if self._states.get(r) != s}
         reread |= set(held) ^ set(self._leases)
         reread |= {r for r, w in held.items() if self._leases.get(r, w) != w}
@@ -193,7 +195,9 @@ class Feed:
                 str(event.timestamp),
             )
             changed.add(run_id)
-        if reshaped:
+        for run_id in removed:
+            self.rows.pop(run_id, None)
+        if replanned:
             self.rows = {r.run_id: r for r in read_rows(self.engine)}
         elif reread:
             self.rows.update({r.run_id: r for r in read_rows(self.engine, reread)})
