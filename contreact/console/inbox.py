@@ -127,7 +127,11 @@ async def _answer(request: Request, run_id: str, ask: str, text: str) -> Respons
         return shown("gone", 409)
     if await run_in_threadpool(requeue, console.storage, run_id):
         return shown("queued", 200)
-    pid = await run_in_threadpool(resume_alone, console.storage, run_id)
+    try:
+        pid = await run_in_threadpool(resume_alone, console.storage, run_id)
+    except OSError as exc:
+        # The reply is recorded: whichever drive comes next answers the agent with it.
+        return shown("recorded", 200, f"`contreact resume {run_id}` goes on ({exc.strerror})")
     return shown("resumed", 200, str(pid))
 
 
