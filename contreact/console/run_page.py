@@ -91,16 +91,15 @@ class _Plots:
 
     def of(self, engine: Engine, record: RunRecord, done: int) -> bytes:
         key = (record.run_id, done)
+        # One figure drawn at a time: pages asking for the same one wait and share it, and
+        # a busy machine is not asked to draw several at once.
         with self.lock:
-            if key in self.cache:
-                self.cache.move_to_end(key)
-                return self.cache[key]
-        figure = run_figure(cycle_table(engine, record))
-        with self.lock:
-            self.cache[key] = figure
-            while len(self.cache) > self.most:
-                self.cache.popitem(last=False)
-        return figure
+            if key not in self.cache:
+                self.cache[key] = run_figure(cycle_table(engine, record))
+                while len(self.cache) > self.most:
+                    self.cache.popitem(last=False)
+            self.cache.move_to_end(key)
+            return self.cache[key]
 
 
 PLOTS = _Plots()
@@ -172,16 +171,6 @@ def _tail_entries(console: Console, row: RunRow) -> list[Entry]:
     return entries(cycle_events(console.engine, row.run_id, row.current))
 
 
-def header(request: Request) -> Response:
-    """The run's facts, read again (the feed said the run changed)."""
-    console = console_of(request)
-    run_id = str(request.path_params["run_id"])
-    record = _record(console, run_id)
-    if record is None:
-        return _missing(console, request, run_id)
-    return console.page(request, "_run_header.html", record=record, row=_row(console, run_id))
-
-
 def cycle(request: Request) -> Response:
     """The transcript of one cycle."""
     console = console_of(request)
@@ -192,9 +181,16 @@ def cycle(request: Request) -> Response:
 
 
 def tail(request: Request) -> Response:
-    """Cycles finished after `after`, and the cycle under way (the page follows the run)."""
+    """What changed while the run went, in one answer per change of the run.
+
+    The cycles finished after `after` and the cycle under way; out of band, the header,
+    and once a cycle ended the figure and the memory (when the page shows the latest).
+    """
     console = console_of(request)
     run_id = str(request.path_params["run_id"])
+    record = _record(console, run_id)
+    if record is None:
+        return _missing(console, request, run_id)
     try:
         after = int(request.query_params.get("after", "0"))
     except ValueError:
@@ -202,14 +198,20 @@ def tail(request: Request) -> Response:
     records = cycle_records(console.engine, run_id, since=after + 1)
     row = _row(console, run_id)
     last = records[-1].cycle if records else after
+    picked = "latest" if request.query_params.get("cycle", "latest") == "latest" else "cycle"
     return console.page(
         request,
         "_tail.html",
+        record=record,
         record_id=run_id,
         cycles=[_line(r) for r in records],
         last=last,
         tail=_tail_entries(console, row),
         row=row,
+        picked=picked,
+        memory=memory_view(console.engine, run_id, last) if records else [],
+        memory_cycle=last,
+        choices=list(range(1, last + 1)) if records else [],
     )
 
 
@@ -240,12 +242,11 @@ def plot(request: Request) -> Response:
         return Response(status_code=404)
     done = len(cycle_records(console.engine, record.run_id))
     png = PLOTS.of(console.engine, record, done)
-    return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
+    return Response(png, media_type="image/png")
 
 
 ROUTES = [
     Route("/runs/{run_id}", run_page),
-    Route("/runs/{run_id}/header", header),
     Route("/runs/{run_id}/cycles/{cycle:int}", cycle),
     Route("/runs/{run_id}/tail", tail),
     Route("/runs/{run_id}/memory", memory),

@@ -156,6 +156,9 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 policy = REPORT_POLICY if sandboxed else CONTENT_POLICY
+                if not str(scope.get("path", "")).startswith("/static/"):
+                    # Pages show live state: never kept, never shown again from a cache.
+                    headers.append((b"cache-control", b"no-store"))
                 headers += [
                     (b"content-security-policy", policy.encode()),
                     (b"x-content-type-options", b"nosniff"),

@@ -111,12 +111,12 @@ def test_every_page_shows_what_it_is_for(tmp_path: Path, sqlite_backend: Backend
                 shoot(page, folder, "transcript")
 
                 # A run page follows its run: cycles that end join it without a reload.
-                page.goto(f"{console.url}runs/explorer-long")
+                # (Its figure, drawn anew as each cycle ends, may lag on a busy machine.)
+                page.goto(f"{console.url}runs/explorer-long", wait_until="domcontentloaded")
                 page.evaluate("window.__same_page = true")
                 shown = page.locator("details.cycle").count()
-                page.wait_for_function(
-                    f"document.querySelectorAll('details.cycle').length > {shown}", timeout=60_000
-                )
+                cycles = page.locator("details.cycle")
+                wait_for(lambda: cycles.count() > shown, 60, "a finished cycle joining the page")
                 assert page.evaluate("window.__same_page") is True
 
                 page.goto(f"{console.url}inbox")

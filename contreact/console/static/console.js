@@ -6,4 +6,12 @@
   }
   document.addEventListener("htmx:sseOpen", function () { mark("open"); });
   document.addEventListener("htmx:sseError", function () { mark("lost"); });
+  // A page left for another closes its event stream: a browser keeps few connections per
+  // site, and pages kept for the back button would hold them all.
+  window.addEventListener("pagehide", function () {
+    htmx.trigger(document.body, "htmx:beforeCleanupElement");
+  });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) { window.location.reload(); }
+  });
 })();
