@@ -56,6 +56,8 @@ LEFT_OUT = {
     "and needs the `real` extra",
     "cost/tracing_overhead.py": "it needs the `otel` extra (the integrations tier's), which "
     "the benchmarks' environment does not install",
+    "cost/console_load.py": "it builds a study of 100 runs x 100 cycles and needs the `ui` "
+    "extra: about 10 minutes; run it on its own",
     "cost/otlp_sink.py": "a local OTLP collector that tracing_overhead.py starts, not a benchmark",
     "reports/real_models.py": "it needs the `real` extra (llama-cpp-python, built from source) "
     "and minutes of CPU generation per model; it has no smoke version",

@@ -99,4 +99,6 @@ def known_error(exc: BaseException, storage_shown: Callable[[], str]) -> tuple[s
         return str(exc), 1
     if isinstance(exc, NotWaitingError):
         return f"run {run} is not waiting for the operator (see `contreact operator`)", 2
+    if is_error(exc, "contreact.engine.replies", "AlreadyAnsweredError"):
+        return f"run {run} was answered by another reply first (see `contreact show {run}`)", 2
     return None

@@ -28,6 +28,7 @@ from contreact.checkpoints.schema import (
     leases,
     lineages,
     memories,
+    operator_replies,
     pei,
     pei_repeats,
     runs,
@@ -108,7 +109,7 @@ def delete_run(storage: Storage, run_id: str) -> Deleted:
             deleted.rows[table.name] = conn.execute(
                 delete(table).where(_of_run(table, run_id))
             ).rowcount
-        for table in (lineages, pei, pei_repeats, batch_runs, leases):
+        for table in (lineages, pei, pei_repeats, batch_runs, leases, operator_replies):
             deleted.rows[table.name] = conn.execute(
                 delete(table).where(table.c.run_id == run_id)
             ).rowcount

@@ -75,6 +75,8 @@ class Latest:
     """The state's fields (empty: nothing saved yet)."""
     next: tuple[str, ...]
     """The nodes that run next (empty: the graph ended)."""
+    checkpoint_id: str | None = None
+    """The saved checkpoint's id (None: nothing saved yet)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,8 @@ class Checkpointed:
         """The thread's newest saved checkpoint."""
         snapshot = self.graph.get_state(self.thread)
         self._saved = bool(snapshot.values)
-        return Latest(dict(snapshot.values), tuple(snapshot.next))
+        saved = (snapshot.config or {}).get("configurable", {}).get("checkpoint_id")
+        return Latest(dict(snapshot.values), tuple(snapshot.next), saved)
 
     def interrupts(self) -> tuple[Any, ...]:
         """The values the thread is paused on (an operator's question), newest checkpoint."""

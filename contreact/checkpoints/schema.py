@@ -209,6 +209,19 @@ write by any other token (`checkpoints.fencing`). The row stays when the lease i
 so an older token stays refused."""
 
 
+operator_replies = Table(
+    "contreact_operator_replies",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("ask", String(64), primary_key=True),
+    Column("reply", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+)
+"""The operator's answers to agents' messages, one per message at most: `ask` is the saved
+checkpoint the run waits on for it. The key lets one reply win when two are sent at once;
+the run's next drive, in any process, answers the agent with it (`engine.replies`)."""
+
+
 schema_marks = Table(
     "contreact_schema",
     metadata,

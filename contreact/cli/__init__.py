@@ -11,6 +11,7 @@ import signal
 from contreact.cli import (  # noqa: F401 - each module registers its commands
     batch,
     chat,
+    console,
     delete,
     graph,
     operator,

@@ -200,6 +200,27 @@ def run_process_main(request: RunRequest) -> int:
     return drive_request(request)
 
 
+def main(argv: list[str] | None = None) -> None:
+    """`python -m contreact.engine.child RUN`: resume RUN in a process of this one's own.
+
+    For a face that starts a run's process without a fork server (the console, after an
+    operator's reply). The storage is the environment's (`CONTREACT_DB_URL`, else the
+    SQLite file in `CONTREACT_HOME`), so no password shows in `ps`.
+    """
+    from contreact.checkpoints.storage import resolve_storage
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        _say("usage: python -m contreact.engine.child RUN")
+        raise SystemExit(2)
+    storage = resolve_storage(None, None)
+    raise SystemExit(run_process_main(RunRequest(args[0], storage)))
+
+
 # The fork server imports this module once: the statements compiled here are in every run
 # process it forks, each of which would otherwise compile them again on first use.
 compile_all()
+
+
+if __name__ == "__main__":
+    main()

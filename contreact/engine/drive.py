@@ -40,10 +40,10 @@ from contreact.config import Config
 from contreact.engine.operator_policy import AskOperator
 from contreact.engine.operator_policy import answer as answer_by_policy
 from contreact.engine.outcome import Progress, RunOutcome, SilentProgress
+from contreact.engine.replies import recorded_reply
 from contreact.engine.tracing import traced
 from contreact.errors import (
     LeaseLostError,
-    NotWaitingError,
     OperatorUnavailableError,
     RunAlreadyCompletedError,
     detail,
@@ -94,7 +94,6 @@ def drive(
     ask_operator: AskOperator | None,
     *,
     resume: bool = False,
-    reply: str | None = None,
     handed: Handed | None = None,
 ) -> RunOutcome:
     """Drive a registered run until it completes, pauses for the operator or fails.
@@ -107,7 +106,6 @@ def drive(
         progress: Where to report progress.
         ask_operator: How the terminal policy asks a person.
         resume: The run existed before this drive (a PROVENANCE record is made).
-        reply: The operator's answer to the message the run is paused on.
         handed: Tools and hooks as Python objects.
 
     Raises:
@@ -132,7 +130,6 @@ def drive(
                 progress,
                 ask_operator,
                 resume=resume,
-                reply=reply,
                 handed=handed,
             )
     except RunStoppedByStorage:
@@ -171,7 +168,6 @@ def _drive_steps(
     ask_operator: AskOperator | None,
     *,
     resume: bool = False,
-    reply: str | None = None,
     handed: Handed | None = None,
 ) -> RunOutcome:
     progress = progress or SilentProgress()
@@ -191,11 +187,17 @@ def _drive_steps(
         line = Checkpointed(
             graph, record.thread_id, config.persistence.checkpoints, cycle_node="reflect"
         )
-        state, payload = _starting_point(line.latest(), record, config, storage, extension)
-        if reply is not None:
-            asks = operator_asks(line.interrupts())
-            if not asks:
-                raise NotWaitingError(record.run_id)
+        latest = line.latest()
+        state, payload = _starting_point(latest, record, config, storage, extension)
+        # A reply recorded for the message the thread waits on (`engine.replies`), by this
+        # process or any other, answers it now.
+        reply = (
+            recorded_reply(engine, record.run_id, latest.checkpoint_id)
+            if latest.next and latest.checkpoint_id
+            else None
+        )
+        asks = operator_asks(line.interrupts()) if reply is not None else []
+        if reply is not None and asks:
             progress.operator(str(asks[0].get("message", "")), reply, "queue")
             payload = Command(resume={"reply": reply, "policy": "queue"})
         set_status(engine, record.run_id, "running", claim=True)

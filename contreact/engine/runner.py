@@ -33,6 +33,7 @@ from contreact.config.files import apply_overrides, deep_merge
 from contreact.engine.drive import Handed, context_of, drive
 from contreact.engine.operator_policy import AskOperator
 from contreact.engine.outcome import Progress, RunOutcome
+from contreact.engine.replies import post_reply
 from contreact.extensions.loading import extensions_of
 from contreact.graph.state import Context
 from contreact.nodes.provenance import gather
@@ -123,6 +124,7 @@ def resume_run(
         RunNotFoundError: no such run.
         RunAlreadyCompletedError: the run is complete and no extension was asked for.
         NotWaitingError: a reply was given but the run is not waiting for one.
+        AlreadyAnsweredError: another reply to the message was recorded first.
     """
     engine = engine_for(storage)
     record = get_run(engine, run_id)
@@ -130,6 +132,11 @@ def resume_run(
         raise RuntimeError(
             f"run {run_id} is being driven by process {record.pid}; stop it before resuming"
         )
+    if reply is not None:
+        # Recorded first, as every face records one: a reply sent meanwhile from elsewhere
+        # is refused, and the drive below takes this one from the record.
+        post_reply(storage, run_id, reply)
+        record = get_run(engine, run_id)
     config = config_of(record, overrides)
     if config.host != record.host:
         n = numbered(engine, run_id, keys.host_change)
@@ -157,7 +164,6 @@ def resume_run(
             progress,
             ask_operator,
             resume=True,
-            reply=reply,
             handed=handed,
         )
     finally:

@@ -21,6 +21,7 @@ word. Workers (`studies.worker`) take the jobs and sweep the queue.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -225,3 +226,35 @@ class StudyQueue:
             except AlreadyEnqueued:
                 waiting.append(planned.run_id)
         return Enqueued(queued, waiting, finished)
+
+
+def requeue(storage: Storage, run_id: str) -> bool:
+    """Put run `run_id` of a study back on its queue (its operator replied); whether it is one.
+
+    A paused run's job has ended, and workers leave a paused run alone: once answered, it
+    goes back on the queue with its job's own arguments, for any worker to take. False: the
+    run is on no study's queue (started alone, or stored in SQLite).
+    """
+    if storage.is_sqlite:
+        return False
+    engine = engine_for(storage)
+    with engine.connect() as conn:
+        if conn.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar() is None:
+            return False
+    newest = newest_jobs(engine, run_ids=[run_id])
+    if not newest:
+        return False
+    _, status, args = newest[0]
+    if status in ("todo", "doing"):
+        return True
+    from procrastinate import App, SyncPsycopgConnector
+    from procrastinate.exceptions import AlreadyEnqueued
+
+    app = App(connector=SyncPsycopgConnector(conninfo=storage.libpq_url))
+    with app.open():
+        task = app.configure_task(
+            TASK, lock=run_id, queueing_lock=run_id, queue=queue_of(str(args["study"]))
+        )
+        with contextlib.suppress(AlreadyEnqueued):
+            task.defer(**args)
+    return True

@@ -135,3 +135,36 @@ def test_terminal_mode_without_a_console_waits_in_the_queue(
         assert "no interactive console" in result.stdout
         assert cli(sqlite_backend, "reply", "tty", "from the queue").returncode == 0
     assert operator_events(sqlite_backend, "tty")[0]["reply"] == "from the queue"
+
+
+def test_a_reply_recorded_by_another_face_is_taken_by_the_next_drive_once(
+    tmp_path: Path, sqlite_backend: Backend
+) -> None:
+    import pytest
+
+    from contreact.engine.inbox import pending_operator_messages
+    from contreact.engine.replies import AlreadyAnsweredError, post_reply
+
+    with scripted_stub(ONE_QUESTION) as server:
+        config = write_config(
+            tmp_path / "c.yaml",
+            sqlite_backend,
+            run_id="rec",
+            cycles=2,
+            ollama={"host": server.url},
+            operator={"mode": "queue"},
+        )
+        assert cli_in_process(sqlite_backend, "run", str(config)).returncode == 3
+        storage = sqlite_backend.storage()
+        (waiting,) = pending_operator_messages(storage)
+        post_reply(storage, "rec", "from the console", ask=waiting.ask)
+        # Answered: it leaves the list, and no second reply lands, by any face.
+        assert pending_operator_messages(storage) == []
+        with pytest.raises(AlreadyAnsweredError):
+            post_reply(storage, "rec", "a second one", ask=waiting.ask)
+        late = cli_in_process(sqlite_backend, "reply", "rec", "from the terminal")
+        assert late.returncode == 2 and "not waiting" in late.stderr
+        # The next drive, in whatever process, answers the agent with the recorded reply.
+        assert cli_in_process(sqlite_backend, "resume", "rec").returncode == 0
+    events = operator_events(sqlite_backend, "rec")
+    assert [(e["reply"], e["policy"]) for e in events] == [("from the console", "queue")]

@@ -69,6 +69,11 @@ def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
     assert [n for n in names if n.startswith("contreact/stub/scripts/")] == [
         "contreact/stub/scripts/demo.yaml"
     ]
+    # The console works offline: its templates and the scripts it vendors ship with it.
+    for folder in ("templates", "static"):
+        ours = {p.name for p in (ROOT / "contreact" / "console" / folder).iterdir()}
+        shipped = {Path(n).name for n in names if n.startswith(f"contreact/console/{folder}/")}
+        assert ours and ours <= shipped, folder
 
 
 def test_the_generic_names_are_not_importable_from_an_install() -> None:

@@ -28,7 +28,6 @@ def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment the CLI subprocess runs in."""
     env = {k: v for k, v in os.environ.items() if k not in STRIPPED}
     env["PYTHONUNBUFFERED"] = "1"
-    env["CONTREACT_DAEMON"] = "off"  # a daemon of the developer's must not serve the tests
     env.update(extra or {})
     return env
 

@@ -39,6 +39,9 @@ LAYERS: list[tuple[str, ...]] = [
 `graph.state` (the state and context every node reads) sits below the nodes, the rest of
 `graph` (the wiring of the nodes) above them. `contreact` is the package's front door."""
 
+FACES_APART = {"console": "cli"}
+"""A face never imports another: the console calls the services, never the command line."""
+
 STUB_USERS = ("cli",)
 """The stub speaks Ollama's HTTP API; of contreact it imports only `text`, and only faces
 (the demo, `contreact stub`) import it."""
@@ -195,6 +198,8 @@ def test_every_import_points_down_the_layers() -> None:
                 broken.append(f"{where} (a package missing from LAYERS)")
             elif source != target and RANK[target] >= RANK[source]:
                 broken.append(where)
+            elif FACES_APART.get(source) == target:
+                broken.append(f"{where} (a face importing another)")
     assert broken == []
 
 
