@@ -100,8 +100,10 @@ def test_a_reply_in_the_inbox_puts_a_study_run_back_on_the_queue(
         finally:
             worker.signal(signal.SIGTERM)
             worker.proc.wait(timeout=30)
-    # A second job for the run: the queue, not the console, drove it on.
-    assert len(jobs_of(storage, run_id)) == 2
+    # Another job for the run: the queue, not the console, drove it on. (A worker's sweep
+    # may queue the answered run too, before the console does; the journal makes a second
+    # delivery find the run done, so what counts is that the reply reached the agent once.)
+    assert len(jobs_of(storage, run_id)) >= 2
     events = read_events(engine_for(storage), run_id)
     replies = [e["payload"]["reply"] for e in events if e["event_type"] == "OPERATOR_MESSAGE"]
     assert replies == ["go ahead"]
