@@ -490,10 +490,10 @@ def doctor(
 
 def _is_batch(config: Path) -> bool:
     """Whether CONFIG is a batch config (it names `models`), as far as a quick read tells."""
-    import yaml
+    from contreact.text.yaml_file import YamlError, read_yaml
 
     try:
-        data = yaml.safe_load(config.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        data = read_yaml(config.read_text(encoding="utf-8"), str(config))
+    except (OSError, YamlError):
         return False  # the run config's own loader says what is wrong
     return isinstance(data, dict) and "models" in data

@@ -40,11 +40,12 @@ from contreact.checkpoints.private_files import open_private, private_dir
 from contreact.checkpoints.registry import RunNotFoundError, get_run
 from contreact.checkpoints.storage import Storage
 from contreact.config import BATCH_KEYS, BatchConfig, ConfigError, describe_error, parse_config
-from contreact.config.files import deep_merge
+from contreact.config.files import deep_merge, with_import_dirs
 from contreact.config.sections import DEFAULT_MODEL_OPTIONS
 from contreact.engine.child import PARENT_ENV, RunRequest
 from contreact.ollama.credentials import for_children, ollama_auth
 from contreact.studies.fork_server import RunProcess
+from contreact.text.yaml_file import YamlError, read_yaml
 
 HOST_FAILURES = frozenset({"connection", "timeout"})
 
@@ -103,18 +104,14 @@ def load_batch(path: Path) -> BatchSpec:
         ConfigError: naming the file and every bad field.
     """
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = read_yaml(path.read_text(encoding="utf-8"), str(path)) or {}
     except OSError as exc:
         raise ConfigError(f"cannot read batch config {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        # yaml's own text runs over several lines; the line number and the problem fit one.
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(
-            f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', None) or 'unreadable'}"
-        ) from None
+    except YamlError as exc:
+        raise ConfigError(str(exc)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the batch config must be a YAML mapping")
+    data = with_import_dirs(data, path)
     named = [key for key in ("run_id", "model") if key in data]
     problems = [f"`{key}` is set by the batch; use `batch` and `models` instead" for key in named]
     try:
