@@ -227,6 +227,7 @@ def batch(
     from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.registry import record_plan
     from contreact.studies.batch import BatchRunner, load_batch, preflight
+    from contreact.studies.changes import differences, stored_runs
     from contreact.studies.status import BatchWatch
 
     spec = load_batch(config)
@@ -234,6 +235,14 @@ def batch(
         raise BadInputError("--parallel must be at least 1")
     # The config's storage, as `run` reads it; every child is pointed at the same place.
     where = storage(spec.data_dir, spec.db_url)
+    changed = differences(spec, stored_runs(engine_for(where), spec.name))
+    if changed:
+        raise BadInputError(
+            f"batch {spec.name} has runs that {config} no longer describes: "
+            + "; ".join(changed)
+            + "; a batch takes more `cycles` or `replicates` only: to change the rest, give "
+            "the config a new `batch:` name"
+        )
     problems, warnings = preflight(spec, where)
     if problems:
         raise BadInputError(f"batch {spec.name} not started: " + "; ".join(problems))

@@ -38,6 +38,7 @@ from contreact.checkpoints.event_schema import Error
 from contreact.checkpoints.event_store import read_events
 from contreact.checkpoints.private_files import open_private, private_dir
 from contreact.checkpoints.registry import RunNotFoundError, get_run
+from contreact.checkpoints.run_record import RunRecord
 from contreact.checkpoints.storage import Storage
 from contreact.config import BATCH_KEYS, BatchConfig, ConfigError, describe_error, parse_config
 from contreact.config.files import deep_merge, with_import_dirs
@@ -60,6 +61,16 @@ class PlannedRun:
     config: dict[str, Any]
     seed: int | None = None
     """The replicate's seed (None: unseeded)."""
+
+    @property
+    def cycles(self) -> int:
+        """The cycles the run is to reach: the batch config's `cycles`."""
+        return int(self.config.get("cycles", 0))
+
+
+def short_of(record: RunRecord, cycles: int) -> bool:
+    """Whether a stored run is planned for fewer than `cycles` (the batch's were raised)."""
+    return int(record.config.get("cycles", 0)) < cycles
 
 
 @dataclass(frozen=True)
@@ -240,7 +251,8 @@ class BatchRunner:
             record = get_run(engine, planned.run_id)
         except RunNotFoundError:
             record = None
-        if record is not None and record.status == "completed":
+        target = planned.cycles
+        if record is not None and record.status == "completed" and not short_of(record, target):
             return self.result_of(planned, "skipped (completed)")
         if record is not None and record.status == "running" and record.driven:
             return self.result_of(planned, f"skipped (driven by process {record.pid})")
@@ -254,9 +266,9 @@ class BatchRunner:
             action = "started"
             request = RunRequest(planned.run_id, self.storage, config_file=config_file)
         else:
-            action = "resumed"
+            action = f"extended to {target} cycles" if short_of(record, target) else "resumed"
             moved = host if host is not None and host != record.host else None
-            request = RunRequest(planned.run_id, self.storage, host=moved)
+            request = RunRequest(planned.run_id, self.storage, host=moved, cycles=target)
         self.notify(planned.run_id, action + (f" on {host}" if host else ""))
         code = self._child(request, env)
         try:
@@ -270,7 +282,8 @@ class BatchRunner:
             tried.add(host)
             self.notify(planned.run_id, f"host down; resuming on {host}")
             action += f", moved to {host}"
-            code = self._child(RunRequest(planned.run_id, self.storage, host=host), env)
+            again = RunRequest(planned.run_id, self.storage, host=host, cycles=target)
+            code = self._child(again, env)
         return self.result_of(planned, action, say)
 
     def _child(self, request: RunRequest, extra: dict[str, str] | None = None) -> int:
