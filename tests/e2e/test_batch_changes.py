@@ -49,9 +49,11 @@ def change(path: Path, **fields: Any) -> None:
 
 
 def left_behind(storage: Any, run_id: str) -> dict[str, Any]:
-    """What a run left in its database: reflections, memory, and every event but the
-    drive's own (PROVENANCE, HOST_CHANGE) and the run's frame (RUN_START names the cycles
-    planned when it began, RUN_END where each drive ended), which `frame` returns.
+    """What a run left in its database: reflections, memory, and its events.
+
+    Every event but the drive's own (PROVENANCE, HOST_CHANGE) and the run's frame
+    (RUN_START names the cycles planned when it began, RUN_END where each drive ended),
+    which `frame` returns.
     """
     from contreact.checkpoints.cycles import cycle_records
     from contreact.checkpoints.engines import engine_for
