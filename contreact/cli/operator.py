@@ -47,7 +47,7 @@ def reply(
     from contreact.cli.progress import LineProgress
     from contreact.engine.runner import resume_run
 
-    progress = LineProgress(quiet=quiet)
+    progress = LineProgress(quiet=quiet, storage=storage())
     outcome = resume_run(
         run_id, storage(), reply=text, progress=progress, ask_operator=progress.ask
     )

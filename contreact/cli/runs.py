@@ -54,6 +54,7 @@ def run(
     # second or so); start_run checks the run id again, under the registry's key.
     progress.announce(cfg.run_id, cfg.model)
     where = storage(cfg.storage.data_dir, cfg.storage.url)
+    progress.storage = where
     from contreact.engine.runner import start_run
 
     finish(start_run(cfg, where, progress=progress, ask_operator=progress.ask))
@@ -103,7 +104,7 @@ def resume(
 
     if cycles is not None and cycles < 1:
         raise BadInputError("--cycles must be at least 1")
-    progress = LineProgress(quiet=quiet)
+    progress = LineProgress(quiet=quiet, storage=storage())
     outcome = resume_run(
         run_id,
         storage(),
@@ -367,7 +368,7 @@ def demo(
             f"Demo: {cycles} cycles against {against} at {server.url} (data in {where.data_dir})",
             markup=False,
         )
-        outcome = start_run(cfg, where, progress=LineProgress(quiet=quiet))
+        outcome = start_run(cfg, where, progress=LineProgress(quiet=quiet, storage=where))
     if outcome.status == "completed":
         out.print(
             f"Inspect it with: contreact show {name}   ·   contreact memory {name}",
@@ -431,7 +432,7 @@ def fork(
     changes: dict[str, Any] = {"model": model} if model else {}
     if no_interventions:
         changes["interventions"] = []
-    progress = LineProgress(quiet=quiet)
+    progress = LineProgress(quiet=quiet, storage=storage())
     try:
         outcome = fork_run(
             run_id,
