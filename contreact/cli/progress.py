@@ -98,8 +98,10 @@ class LineProgress:
     def __init__(
         self, stream: TextIO | None = None, *, quiet: bool = False, storage: Storage | None = None
     ) -> None:
-        """Progress on `stream` (stdout); `storage`: where the run's events are read from,
-        to show its interventions and hooks' vetoes and rewrites as they happen.
+        """Progress on `stream` (stdout).
+
+        `storage`: where the run's events are read from, to show its interventions and
+        the hooks' vetoes and rewrites as they happen.
         """
         self.console = _UnobservedConsole(file=stream, highlight=False, soft_wrap=True)
         self.quiet = quiet

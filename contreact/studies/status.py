@@ -63,8 +63,9 @@ class RunView:
 
     @property
     def cycle_shown(self) -> str:
-        """The cycle column: `in 3/4` while a cycle runs, `4/4 ✓` once all are done, else
-        the cycles done (`2/4`: queued, paused, failed or interrupted).
+        """The cycle column: `in 3/4` while a cycle runs, `4/4 ✓` once all are done.
+
+        Otherwise the cycles done (`2/4`: queued, paused, failed or interrupted).
         """
         if self.status == "running":
             # Between two cycles the next one is as good as begun.
