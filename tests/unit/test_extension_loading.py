@@ -59,14 +59,14 @@ def test_a_misspelt_attribute_is_one_line_with_did_you_mean(folder: Path) -> Non
 
 
 def test_a_misspelt_module_is_one_line_with_did_you_mean(folder: Path) -> None:
-    package = folder / "advt"
+    package = folder / "lab"
     package.mkdir()
     (package / "__init__.py").write_text("", encoding="utf-8")
     (package / "raises.py").write_text(PROBE, encoding="utf-8")
-    line = line_of("advt.raisez:probe", "hook", (str(folder),))
+    line = line_of("lab.raisez:probe", "hook", (str(folder),))
     assert line.startswith(
-        "hook advt.raisez:probe cannot be loaded: there is no module advt.raisez "
-        "(did you mean advt.raises?)"
+        "hook lab.raisez:probe cannot be loaded: there is no module lab.raisez "
+        "(did you mean lab.raises?)"
     ), line
     assert "json has no JSONDecodr (did you mean JSONDecoder?)" in line_of("json:JSONDecodr")
 
