@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from contreact.cli.app import BadInputError, command, err, out, storage
+from contreact.cli.hints import runnable
 from contreact.cli.output import cell, emit_json, emit_table
 
 if TYPE_CHECKING:
@@ -376,11 +377,11 @@ def batch(
             markup=False,
         )
         if no_work:
-            lines.print(
+            hint = (
                 f"take its runs with `contreact worker` on any machine that reaches "
-                f"{where.shown}; follow it with `contreact batch --status {spec.name}`",
-                markup=False,
+                f"{where.shown}; follow it with `contreact batch --status {spec.name}`"
             )
+            lines.print(runnable(hint, where), markup=False)
             return
     elif no_work:
         raise BadInputError(

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
+from contreact.cli.hints import runnable
 from contreact.ollama.server_numbers import number_or_zero
 from contreact.text.terminal import visible
 
@@ -107,6 +108,7 @@ class LineProgress:
         self.quiet = quiet
         self.storage = storage
         self.tail: EventTail | None = None
+        self.run_id = ""
         self.cycle = 0
         self.last_cycle = 0
         self.step = 0
@@ -171,6 +173,7 @@ class LineProgress:
         """Announce the run (unless `announce` did)."""
         self.cycle = state.cycle if state else (record.fork_cycle or 0) + 1
         self.last_cycle = state.last_cycle if state else int(record.config.get("cycles", 0))
+        self.run_id = record.run_id
         if self.storage is not None and not self.quiet:
             from contreact.checkpoints.engines import engine_for
             from contreact.studies.status import EventTail
@@ -235,7 +238,9 @@ class LineProgress:
             return
         self._line(escape(f"  agent → operator: {_short(message, 200)}"), "magenta")
         if reply is None:
-            self._line("  (waiting in the queue: answer with `contreact reply`)", "magenta")
+            hint = f"`contreact reply {self.run_id or 'RUN'} TEXT`"
+            said = runnable(f"  (waiting in the queue: answer with {hint})", self.storage)
+            self._line(escape(said), "magenta")
         else:
             self._line(escape(f"  operator ({policy}) → agent: {_short(reply, 200)}"), "magenta")
 
@@ -245,5 +250,5 @@ class LineProgress:
         if outcome.status == "failed":
             return
         style = {"completed": "bold green", "paused": "bold yellow"}.get(outcome.status, "bold red")
-        tail = f": {outcome.reason}" if outcome.reason else ""
+        tail = f": {runnable(outcome.reason, self.storage)}" if outcome.reason else ""
         self._line(escape(f"run {outcome.run_id} {outcome.status}{tail}"), style)

@@ -21,6 +21,7 @@ from contreact.cli.app import (
     sqlite_folder,
     storage,
 )
+from contreact.cli.hints import runnable
 from contreact.cli.output import emit_json, emit_table
 from contreact.ollama.server_numbers import number
 from contreact.text.terminal import visible
@@ -80,6 +81,7 @@ def _refuse_existing(data_dir: str | None, url: str | None, run_id: str) -> None
             get_run(engine_for(storage(data_dir, url)), run_id)
         except RunNotFoundError:
             return
+    storage(data_dir, url)  # the storage the error's hint (`resume`) must name
     raise RunExistsError(run_id)
 
 
@@ -168,12 +170,20 @@ def _studio_pauses(records: list[RunRecord]) -> list[RunRecord]:
     ]
 
 
+def _runnable(line: str) -> str:
+    """`line` with its suggested commands completed with the storage (`cli.hints`).
+
+    The storage is resolved only for a line that suggests one: `status` stays fast.
+    """
+    return runnable(line, storage()) if "`contreact " in line else line
+
+
 def _run_summary(run_id: str) -> dict[str, Any]:
     (record,), counts, data_dir = _registry(run_id)
     return {
         "run_id": record.run_id,
         "status": record.shown_status,
-        "reason": (
+        "reason": _runnable(
             f"the process driving it stopped; continue with `contreact resume {run_id}`"
             if record.shown_status == "interrupted"
             else record.reason
@@ -233,7 +243,9 @@ def list_(
         emit_json(rows)
         return
     if not rows:
-        out.print("No runs yet. Start one with `contreact demo` or `contreact run CONFIG`.")
+        out.print(
+            _runnable("No runs yet. Start one with `contreact demo` or `contreact run CONFIG`.")
+        )
         return
     emit_table(
         ["run", "status", "origin", "model", "cycles", "updated"],
@@ -371,7 +383,9 @@ def demo(
         outcome = start_run(cfg, where, progress=LineProgress(quiet=quiet, storage=where))
     if outcome.status == "completed":
         out.print(
-            f"Inspect it with: contreact show {name}   ·   contreact memory {name}",
+            runnable(
+                f"Inspect it with `contreact show {name}` and `contreact memory {name}`", where
+            ),
             markup=False,
         )
     finish(outcome)
