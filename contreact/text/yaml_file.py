@@ -40,7 +40,7 @@ def read_yaml(text: str, source: str, limit: int = MAX_VALUES) -> Any:
             problem = getattr(exc, "problem", None) or "unreadable"
             raise YamlError(f"{source}:{where} is not valid YAML: {problem}") from None
         except RecursionError:
-            raise YamlError(f"{source}: is not valid YAML: it is nested too deeply") from None
+            raise YamlError(f"{source} is not valid YAML: it is nested too deeply") from None
         if node is None:
             return None
         _measure(node, source, limit)
@@ -65,8 +65,6 @@ def _measure(root: yaml.Node, source: str, limit: int) -> int:
             continue
         parts = _children(node)
         if not children_done:
-            if key in on_path:
-                raise YamlError(f"{source}: a YAML alias refers to a value that contains it")
             on_path.add(key)
             stack.append((node, True))
             for child in parts:

@@ -32,6 +32,8 @@ LINE_ERRORS: dict[str, str] = {
     "ForeignThreadError": "1",
     "RegisteredRunError": "1",
     "MissingExtraError": "2",
+    "ExtensionError": "2",
+    "YamlError": "2",
 }
 """Errors whose message the CLI prints as the line, and the exit code it goes with."""
 
