@@ -12,6 +12,7 @@ from contreact.cli import (  # noqa: F401 - each module registers its commands
     batch,
     chat,
     delete,
+    doctor,
     graph,
     operator,
     research,
