@@ -60,7 +60,7 @@ def doctor(
 
 def _is_batch(config: Path) -> bool:
     """Whether CONFIG is a batch config (it names `models`), as far as a quick read tells."""
-    from contreact.text.yaml_file import YamlError, read_yaml
+    from contreact.config.yaml_file import YamlError, read_yaml
 
     try:
         data = read_yaml(config.read_text(encoding="utf-8"), str(config))

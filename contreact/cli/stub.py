@@ -38,7 +38,7 @@ def models_of_config(path: Path) -> tuple[list[str], list[str]]:
     Raises:
         BadInputError: the file cannot be read, or names no model.
     """
-    from contreact.text.yaml_file import YamlError, read_yaml
+    from contreact.config.yaml_file import YamlError, read_yaml
 
     try:
         data = read_yaml(path.read_text(encoding="utf-8"), str(path))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from contreact.config import Config, ConfigError, parse_config
-from contreact.text.yaml_file import YamlError, read_yaml
+from contreact.config.yaml_file import YamlError, read_yaml
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Config:

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from contreact.stub.agents import Agent, LooperAgent, ScriptedAgent, SimulatedAgent
 from contreact.stub.ollama_api import DEFAULT_EMBEDDING_MODELS, DEFAULT_MODELS
-from contreact.text.yaml_file import read_yaml
 
 __all__ = ["SCRIPTS_DIR", "Scenario", "load_scenario", "resolve_scenario_path"]
 
@@ -125,7 +126,7 @@ def load_scenario(source: str | Path | Mapping[str, Any]) -> Scenario:
         path = resolve_scenario_path(source)
         origin = str(path)
         where = origin
-        data = read_yaml(path.read_text(encoding="utf-8"), where) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(data, dict):
         raise ValueError(f"{where}: a scenario must be a mapping")
     unknown = set(data) - _SCENARIO_KEYS

@@ -43,10 +43,10 @@ from contreact.checkpoints.storage import Storage
 from contreact.config import BATCH_KEYS, BatchConfig, ConfigError, describe_error, parse_config
 from contreact.config.files import deep_merge, with_import_dirs
 from contreact.config.sections import DEFAULT_MODEL_OPTIONS
+from contreact.config.yaml_file import YamlError, read_yaml
 from contreact.engine.child import PARENT_ENV, RunRequest
 from contreact.ollama.credentials import for_children, ollama_auth
 from contreact.studies.fork_server import RunProcess
-from contreact.text.yaml_file import YamlError, read_yaml
 
 HOST_FAILURES = frozenset({"connection", "timeout"})
 

@@ -14,8 +14,8 @@ import pytest
 
 from contreact.config import ConfigError
 from contreact.config.files import load_config
+from contreact.config.yaml_file import YamlError, read_yaml
 from contreact.studies.batch import load_batch
-from contreact.text.yaml_file import YamlError, read_yaml
 
 LAUGHS = """\
     a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
