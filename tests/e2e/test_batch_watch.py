@@ -168,6 +168,10 @@ def test_interventions_and_hook_answers_are_lines_of_a_runs_live_output(
             **NOTED,
         )
         done = cli(sqlite_backend, "run", str(config))
+        # The stored run remembers the config's folder: `resume` imports the hook from any
+        # folder it is started in (here the repository, with the config's folder on no path).
+        resumed = cli(sqlite_backend, "resume", "noted", "--cycles", "1")
+    assert resumed.returncode == 0, resumed.stderr
     assert done.returncode == 0, done.stderr
     shown = [line.strip() for line in done.stdout.splitlines()]
     assert [line for line in shown if line in LINES] == LINES, done.stdout
