@@ -208,21 +208,26 @@ def set_status(
 
 
 def record_plan(engine: Engine, batch: str, planned: list[tuple[str, str, int]]) -> None:
-    """Store batch `batch`'s runs (run id, model, cycles) in order; stored ones stay as they are.
+    """Store batch `batch`'s runs (run id, model, cycles) in order.
 
-    Two machines starting the same batch at once both try: the one that loses the race
-    finds the plan stored, which is all it wanted.
+    A run added to the plan (another replicate) is stored; a stored run takes its place
+    in the new order and its cycles (a batch whose cycles were raised). Two machines
+    starting the same batch at once both try: the one that loses the race finds the plan
+    stored, which is all it wanted.
     """
     from contreact.checkpoints.schema import batch_runs, ensure_schema
 
     ensure_schema(engine)
     try:
         with engine.begin() as conn:
-            stored = set(
-                conn.execute(
-                    select(batch_runs.c.run_id).where(batch_runs.c.batch == batch)
-                ).scalars()
-            )
+            stored = {
+                r: (p, c)
+                for r, p, c in conn.execute(
+                    select(batch_runs.c.run_id, batch_runs.c.position, batch_runs.c.cycles).where(
+                        batch_runs.c.batch == batch
+                    )
+                ).all()
+            }
             rows = [
                 {"batch": batch, "run_id": r, "position": i, "model": m, "cycles": c}
                 for i, (r, m, c) in enumerate(planned)
@@ -230,5 +235,12 @@ def record_plan(engine: Engine, batch: str, planned: list[tuple[str, str, int]])
             ]
             if rows:
                 conn.execute(batch_runs.insert(), rows)
+            for i, (r, _, c) in enumerate(planned):
+                if r in stored and stored[r] != (i, c):
+                    conn.execute(
+                        update(batch_runs)
+                        .where(batch_runs.c.batch == batch, batch_runs.c.run_id == r)
+                        .values(position=i, cycles=c)
+                    )
     except IntegrityError:
         pass  # stored by another process between the read and the insert

@@ -13,6 +13,7 @@ from contreact.cli import (  # noqa: F401 - each module registers its commands
     chat,
     console,
     delete,
+    doctor,
     graph,
     operator,
     research,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, ParamSpec
 import typer
 from rich.console import Console
 
+from contreact.cli.hints import TAKING_STORAGE, runnable
 from contreact.errors import LINE_LIMIT, detail, is_error, known_error
 from contreact.text.messages import cut
 from contreact.text.terminal import visible
@@ -49,6 +50,8 @@ class _Options:
     storage: str | None = None
     """A command's own `--storage`: a database URL or a data folder; it beats everything."""
     debug: bool = False
+    resolved: Storage | None = None
+    """The storage the command resolved last: the hints it prints name it (`cli.hints`)."""
 
 
 class _PipeConsole(Console):
@@ -70,6 +73,7 @@ class BadInputError(Exception):
 
 def fail(message: str, code: int) -> NoReturn:
     """Print one line on stderr (an overlong one cut) and exit."""
+    message = runnable(message, OPTIONS.resolved)
     err.print(visible(cut(f"contreact: {message}", LINE_LIMIT)), markup=False)
     raise typer.Exit(code)
 
@@ -127,6 +131,7 @@ def command(
             guarded(lambda: function(*args, **kwargs))
 
         if touches_runs:
+            TAKING_STORAGE.add(name or function.__name__.replace("_", "-"))
             signature = inspect.signature(function, eval_str=True)
             extra = inspect.Parameter(
                 _STORAGE_PARAM, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=StorageOpt
@@ -226,9 +231,11 @@ def storage(config_dir: str | None = None, config_url: str | None = None) -> Sto
         folder = Path(OPTIONS.storage).expanduser().resolve()
         data_dir, url = str(folder), f"sqlite:///{folder / DB_FILENAME}"
     try:
-        return resolve_storage(data_dir, url)
+        found = resolve_storage(data_dir, url)
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
+    OPTIONS.resolved = found
+    return found
 
 
 def sqlite_folder(config_dir: str | None = None, config_url: str | None = None) -> Path | None:
@@ -248,6 +255,7 @@ def finish(outcome: RunOutcome) -> NoReturn:
     """Exit with the run's outcome code (a failure's one line goes to stderr)."""
     line = outcome.failure_line()
     if line is not None:
+        line = runnable(line, OPTIONS.resolved)
         err.print(visible(cut(f"contreact: {line}", LINE_LIMIT)), markup=False)
     raise typer.Exit(outcome.exit_code)
 
@@ -287,6 +295,7 @@ def main_options(
     """Continuous ReAct agents on local Ollama models."""
     OPTIONS.data_dir, OPTIONS.db_url, OPTIONS.debug = data_dir, db_url, debug
     OPTIONS.storage = None  # a command's own --storage sets it (after this callback)
+    OPTIONS.resolved = None
     if "@" in os.environ.get("OLLAMA_HOST", ""):
         # Credentials in OLLAMA_HOST reach every command's requests to that host (a run's
         # recorded host, `pei`, `report`), though they are never recorded with a run.

@@ -9,6 +9,7 @@ and the progress lines go to stderr.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import asdict
@@ -18,7 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from contreact.cli.app import BadInputError, command, err, out, storage
-from contreact.cli.output import emit_json, emit_table
+from contreact.cli.hints import runnable
+from contreact.cli.output import cell, emit_json, emit_table
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -40,6 +42,8 @@ STATUS_COLUMNS = [
     "worker",
 ]
 POLL_S = 0.5
+WATCH_S = 1.0
+"""How often `batch --status --watch` reads the database."""
 
 
 def _live_rows(watch: BatchWatch) -> list[list[str]]:
@@ -50,9 +54,8 @@ def _live_rows(watch: BatchWatch) -> list[list[str]]:
     for v in watch.views.values():
         rate = "" if v.tokens_per_s is None else f"{v.tokens_per_s:.1f}"
         eta = duration(v.eta_seconds(now)) if v.status != "queued" else ""
-        cycle = f"{max(v.cycle, v.done)}/{v.last_cycle}"
         step = str(v.step) if v.status == "running" else ""
-        rows.append([v.run_id, v.model, cycle, step, v.status, rate, eta])
+        rows.append([v.run_id, v.model, v.cycle_shown, step, v.status, rate, eta])
     return rows
 
 
@@ -103,9 +106,14 @@ class Follower:
         return self
 
     def _tick(self) -> None:
+        from contreact.cli.progress import note_line
+
         for done in self.watch.poll():
             if not self.live:
                 self.say(cycle_line(done))
+        for note in self.watch.notes:
+            self.say(f"  {note.run_id}: {note_line(note)}")
+        self.watch.notes.clear()
         if self._display is not None:
             self._display.update(_live_table(self.watch))
 
@@ -145,13 +153,39 @@ def _summary(results: list[Any]) -> None:
     )
 
 
-def _status(name: str, as_json: bool) -> None:
+def _status_rows(watch: BatchWatch) -> list[list[str]]:
+    views = list(watch.views.values())
+    return [
+        [*row, v.host, v.driver, v.worker] for row, v in zip(_live_rows(watch), views, strict=True)
+    ]
+
+
+def _host_lines(watch: BatchWatch) -> list[str]:
+    hosts: dict[str, list[str]] = {}
+    for v in watch.views.values():
+        if v.host:
+            hosts.setdefault(v.host, []).append(v.status)
+    return [
+        f"{host}: " + ", ".join(f"{statuses.count(s)} {s}" for s in dict.fromkeys(statuses))
+        for host, statuses in hosts.items()
+    ]
+
+
+def _snapshot(watch: BatchWatch) -> None:
+    emit_table(STATUS_COLUMNS, _status_rows(watch))
+    for line in _host_lines(watch):
+        out.print(line, markup=False)
+
+
+def _status(name: str, as_json: bool, follow: bool) -> None:
     from contreact.checkpoints.engines import engine_for
     from contreact.studies.status import BatchWatch
 
+    if follow and as_json:
+        raise BadInputError("--watch follows the table as it changes; --json prints it once")
     watch = BatchWatch.of_batch(engine_for(storage()), name)
     if not watch.views:
-        raise BadInputError(f"no runs of a batch named {name} in {storage().data_dir}")
+        raise BadInputError(f"no runs of a batch named {name} in {storage().shown}")
     watch.poll()
     if as_json:
         now = time.time()
@@ -175,21 +209,77 @@ def _status(name: str, as_json: bool) -> None:
             ]
         )
         return
-    views = list(watch.views.values())
-    emit_table(
-        STATUS_COLUMNS,
-        [
-            [*row, v.host, v.driver, v.worker]
-            for row, v in zip(_live_rows(watch), views, strict=True)
-        ],
-    )
-    hosts: dict[str, list[str]] = {}
-    for v in views:
-        if v.host:
-            hosts.setdefault(v.host, []).append(v.status)
-    for host, statuses in hosts.items():
-        counts = ", ".join(f"{statuses.count(s)} {s}" for s in dict.fromkeys(statuses))
-        out.print(f"{host}: {counts}", markup=False)
+    if not follow:
+        _snapshot(watch)
+        return
+    try:
+        if out.is_terminal:
+            _watch_live(name, watch)
+        else:
+            _watch_lines(watch)
+    except KeyboardInterrupt:
+        return  # Ctrl-C is how a person stops watching, as with `top`
+    statuses = {v.status for v in watch.views.values()}
+    if statuses - {"completed", "paused"}:
+        raise typer.Exit(1)
+    if "paused" in statuses:
+        raise typer.Exit(3)
+
+
+def _settled(watch: BatchWatch) -> bool:
+    from contreact.studies.status import SETTLED
+
+    return all(v.status in SETTLED for v in watch.views.values())
+
+
+def _watch_live(name: str, watch: BatchWatch) -> None:
+    """The table redrawn in place as it changes, like `top`, until every run settles."""
+    from rich.console import Group
+    from rich.live import Live
+    from rich.table import Table
+    from rich.text import Text
+
+    from contreact.cli.progress import note_line
+
+    def view() -> Group:
+        table = Table(*STATUS_COLUMNS, title=f"batch {name} · {time.strftime('%H:%M:%S')}")
+        for row in _status_rows(watch):
+            table.add_row(*(Text(cell(c)) for c in row))
+        hosts = [Text(line) for line in _host_lines(watch)]
+        return Group(table, *hosts, Text("Ctrl-C stops watching", style="dim"))
+
+    with Live(view(), console=out, auto_refresh=False) as live:
+        while not _settled(watch):
+            time.sleep(WATCH_S)
+            for done in watch.poll():
+                live.console.print(cycle_line(done), markup=False)
+            for note in watch.notes:
+                live.console.print(f"  {note.run_id}: {note_line(note)}", markup=False)
+            watch.notes.clear()
+            live.update(view(), refresh=True)
+
+
+def _watch_lines(watch: BatchWatch) -> None:
+    """A pipe's watch: the table once, a line per change, the table again when all settle."""
+    from contreact.cli.progress import note_line
+
+    _snapshot(watch)
+    sys.stdout.flush()
+    shown = {v.run_id: v.status for v in watch.views.values()}
+    while not _settled(watch):
+        time.sleep(WATCH_S)
+        lines = [cycle_line(done) for done in watch.poll()]
+        lines += [f"  {n.run_id}: {note_line(n)}" for n in watch.notes]
+        watch.notes.clear()
+        for v in watch.views.values():
+            if shown[v.run_id] != v.status:
+                lines.append(f"  {v.run_id}: {shown[v.run_id]} → {v.status}")
+                shown[v.run_id] = v.status
+        for line in lines:
+            out.print(cell(line), markup=False)
+        sys.stdout.flush()
+    out.print("", markup=False)
+    _snapshot(watch)
 
 
 @command()
@@ -206,6 +296,14 @@ def batch(
         typer.Option("--status", help="Show where batch NAME stands (it may run elsewhere)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="With --status: follow the batch until every run is completed, failed or "
+            "paused (a table redrawn in place on a terminal, a line per change in a pipe).",
+        ),
+    ] = False,
     no_work: Annotated[
         bool,
         typer.Option(
@@ -220,13 +318,16 @@ def batch(
     process works on it beside any `contreact worker` on other machines.
     """
     if status is not None:
-        _status(status, as_json)
+        _status(status, as_json, follow)
         return
+    if follow:
+        raise BadInputError("--watch goes with --status NAME")
     if config is None:
         raise BadInputError("give a batch CONFIG to run, or --status NAME to look at one")
     from contreact.checkpoints.engines import engine_for
     from contreact.checkpoints.registry import record_plan
     from contreact.studies.batch import BatchRunner, load_batch, preflight
+    from contreact.studies.changes import differences, stored_runs
     from contreact.studies.status import BatchWatch
 
     spec = load_batch(config)
@@ -234,6 +335,14 @@ def batch(
         raise BadInputError("--parallel must be at least 1")
     # The config's storage, as `run` reads it; every child is pointed at the same place.
     where = storage(spec.data_dir, spec.db_url)
+    changed = differences(spec, stored_runs(engine_for(where), spec.name))
+    if changed:
+        raise BadInputError(
+            f"batch {spec.name} has runs that {config} no longer describes: "
+            + "; ".join(changed)
+            + "; a batch takes more `cycles` or `replicates` only: to change the rest, give "
+            "the config a new `batch:` name"
+        )
     problems, warnings = preflight(spec, where)
     if problems:
         raise BadInputError(f"batch {spec.name} not started: " + "; ".join(problems))
@@ -268,11 +377,11 @@ def batch(
             markup=False,
         )
         if no_work:
-            lines.print(
+            hint = (
                 f"take its runs with `contreact worker` on any machine that reaches "
-                f"{where.shown}; follow it with `contreact batch --status {spec.name}`",
-                markup=False,
+                f"{where.shown}; follow it with `contreact batch --status {spec.name}`"
             )
+            lines.print(runnable(hint, where), markup=False)
             return
     elif no_work:
         raise BadInputError(

@@ -16,6 +16,7 @@ import typer
 from rich.markup import escape
 
 from contreact.cli.app import BadInputError, command, finish, out, storage
+from contreact.cli.hints import runnable
 
 if TYPE_CHECKING:
     from contreact.cli.progress import LineProgress
@@ -98,7 +99,8 @@ def chat(
         line = _read("you> ")
         if line is None:
             if started:
-                out.print(f"bye: continue with `contreact chat --resume {name}`", markup=False)
+                said = f"bye: continue with `contreact chat --resume {name}`"
+                out.print(runnable(said, where), markup=False)
             else:
                 out.print(f"bye: nothing was said, so chat {name} was not kept", markup=False)
             return
@@ -120,7 +122,8 @@ def chat(
                     ask_operator=progress.ask,
                 )
         except KeyboardInterrupt:
-            out.print(f"\nInterrupted. Continue with: contreact chat --resume {name}", markup=False)
+            said = f"\nInterrupted. Continue with `contreact chat --resume {name}`"
+            out.print(runnable(said, where), markup=False)
             raise typer.Exit(130) from None
         if outcome.status == "failed":
             finish(outcome)

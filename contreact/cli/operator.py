@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from contreact.cli.app import command, finish, out, storage
+from contreact.cli.hints import runnable
 from contreact.cli.output import emit_json, emit_table
 
 
@@ -34,7 +35,7 @@ def operator(
         [[p.run_id, p.cycle, p.since, p.message] for p in pending],
     )
     if out.is_terminal:
-        out.print("Answer one with: contreact reply RUN TEXT", markup=False)
+        out.print(runnable("Answer one with `contreact reply RUN TEXT`", storage()), markup=False)
 
 
 @command()
@@ -47,7 +48,7 @@ def reply(
     from contreact.cli.progress import LineProgress
     from contreact.engine.runner import resume_run
 
-    progress = LineProgress(quiet=quiet)
+    progress = LineProgress(quiet=quiet, storage=storage())
     outcome = resume_run(
         run_id, storage(), reply=text, progress=progress, ask_operator=progress.ask
     )

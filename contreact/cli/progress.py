@@ -13,6 +13,7 @@ on stderr.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
@@ -21,13 +22,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
+from contreact.cli.hints import runnable
 from contreact.ollama.server_numbers import number_or_zero
 from contreact.text.terminal import visible
 
 if TYPE_CHECKING:
     from contreact.checkpoints.registry import RunRecord
+    from contreact.checkpoints.storage import Storage
     from contreact.engine.outcome import RunOutcome
     from contreact.graph.state import AgentState
+    from contreact.studies.status import EventTail, RunNote
+
+NOTING = frozenset({"assemble", "dispatch"})
+"""The nodes whose steps may hold an intervention or a hook's veto or rewrite."""
 
 DOING = {
     "assemble": "assembling the prompt",
@@ -41,6 +48,37 @@ DOING = {
 def _short(value: Any, limit: int = 60) -> str:
     text = str(value).replace("\n", " ")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _args(value: Any) -> str:
+    return _short(json.dumps(value, ensure_ascii=False, default=str), 80)
+
+
+def note_line(note: RunNote) -> str:
+    """An intervention or a hook's veto or rewrite, as one line of a run's live output."""
+    p = note.payload
+    # Events count a cycle's steps from 0; the progress lines, like people, from 1.
+    step = f" · step {int(p['step']) + 1}" if isinstance(p.get("step"), int) else ""
+    where = f"cycle {note.cycle}{step}"
+    if note.event_type == "HOOK":
+        hook, tool = p.get("hook", "?"), p.get("tool_name", "?")
+        if p.get("action") == "rewrite":
+            return (
+                f"{where} · hook {hook} rewrote {tool}'s arguments: "
+                f"{_args(p.get('parameters'))} → {_args(p.get('rewritten'))}"
+            )
+        return f"{where} · hook {hook} vetoed {tool}: {_short(p.get('reason', ''), 120)}"
+    detail = p.get("detail") or {}
+    kind = p.get("kind", "")
+    if kind == "operator_message":
+        said = f"operator message: {_short(detail.get('message', ''), 120)}"
+    elif kind == "memory":
+        said = f"memory wiped ({detail.get('deleted', 0)} keys deleted)"
+    elif kind == "tool_fails":
+        said = f"{p.get('tool_name', '?')} made to fail: {_short(detail.get('error', ''), 120)}"
+    else:
+        said = f"{kind}: {_args(detail)}"
+    return f"{where} · intervention {p.get('index', 0) + 1}: {said}"
 
 
 class _UnobservedConsole(Console):
@@ -58,9 +96,19 @@ class _UnobservedConsole(Console):
 class LineProgress:
     """Progress as lines, with a live status line when on a terminal."""
 
-    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, *, quiet: bool = False, storage: Storage | None = None
+    ) -> None:
+        """Progress on `stream` (stdout).
+
+        `storage`: where the run's events are read from, to show its interventions and
+        the hooks' vetoes and rewrites as they happen.
+        """
         self.console = _UnobservedConsole(file=stream, highlight=False, soft_wrap=True)
         self.quiet = quiet
+        self.storage = storage
+        self.tail: EventTail | None = None
+        self.run_id = ""
         self.cycle = 0
         self.last_cycle = 0
         self.step = 0
@@ -125,6 +173,12 @@ class LineProgress:
         """Announce the run (unless `announce` did)."""
         self.cycle = state.cycle if state else (record.fork_cycle or 0) + 1
         self.last_cycle = state.last_cycle if state else int(record.config.get("cycles", 0))
+        self.run_id = record.run_id
+        if self.storage is not None and not self.quiet:
+            from contreact.checkpoints.engines import engine_for
+            from contreact.studies.status import EventTail
+
+            self.tail = EventTail(engine_for(self.storage), record.run_id)
         if self.announced == record.run_id and not resumed:
             return
         verb = "resuming" if resumed else "starting"
@@ -137,6 +191,9 @@ class LineProgress:
 
     def update(self, node: str, update: dict[str, Any]) -> None:
         """Show what a node did."""
+        if self.tail is not None and node in NOTING:
+            for note in self.tail.read():
+                self._line(escape(f"  {note_line(note)}"), "yellow")
         stats = update.get("stats") or {}
         if node == "parse" and update.get("outcome") == "final":
             self.reflection = str(update.get("final_text", ""))
@@ -181,7 +238,9 @@ class LineProgress:
             return
         self._line(escape(f"  agent → operator: {_short(message, 200)}"), "magenta")
         if reply is None:
-            self._line("  (waiting in the queue: answer with `contreact reply`)", "magenta")
+            hint = f"`contreact reply {self.run_id or 'RUN'} TEXT`"
+            said = runnable(f"  (waiting in the queue: answer with {hint})", self.storage)
+            self._line(escape(said), "magenta")
         else:
             self._line(escape(f"  operator ({policy}) → agent: {_short(reply, 200)}"), "magenta")
 
@@ -191,5 +250,5 @@ class LineProgress:
         if outcome.status == "failed":
             return
         style = {"completed": "bold green", "paused": "bold yellow"}.get(outcome.status, "bold red")
-        tail = f": {outcome.reason}" if outcome.reason else ""
+        tail = f": {runnable(outcome.reason, self.storage)}" if outcome.reason else ""
         self._line(escape(f"run {outcome.run_id} {outcome.status}{tail}"), style)

@@ -9,6 +9,7 @@ other evaluation has been done and stored.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -403,23 +404,48 @@ def _export_batch(engine: Engine, batch: str, fmt: str, out_dir: Path | None) ->
 
     chosen = _checked(lambda: select_runs(engine, None, batch))
     target = out_dir or storage().data_dir / "exports" / batch
-    for path, count in _checked(lambda: export_tables(engine, chosen, fmt, target)):
+    if target.exists() and not target.is_dir():
+        raise BadInputError(
+            f"--out {target} is a file: a batch is exported into a folder, one file per table"
+        )
+    try:
+        written = _checked(lambda: export_tables(engine, chosen, fmt, target))
+    except OSError as exc:
+        raise BadInputError(f"cannot write into {target}: {_why(exc)}") from None
+    for path, count in written:
         err.print(f"wrote {count} rows to {path}", markup=False)
+
+
+def _why(exc: OSError) -> str:
+    """What the system said, without its error number: `Permission denied`."""
+    return exc.strerror or "the system refused"
 
 
 def _export_run(engine: Engine, run_id: str, fmt: str, out_file: Path | None) -> None:
     from contreact.analysis.export import export_run
 
+    if out_file is not None and out_file.is_dir():
+        raise BadInputError(
+            f"--out {out_file} is a folder: give the file to write, e.g. "
+            f"{out_file / f'{run_id}.{fmt}'}"
+        )
     try:
         if out_file is None:
             _checked(lambda: export_run(engine, run_id, fmt, sys.stdout))
             return
-        out_file.parent.mkdir(parents=True, exist_ok=True)
-        partial = out_file.with_name(out_file.name + ".partial")
-        with partial.open("w", encoding="utf-8", newline="") as fh:
-            count = _checked(lambda: export_run(engine, run_id, fmt, fh))
-        partial.replace(out_file)
+        folder = next((p for p in out_file.parents if p.exists()), None)
+        if folder is not None and not folder.is_dir():
+            raise BadInputError(f"--out {out_file}: {folder} is a file, not a folder")
+        try:
+            out_file.parent.mkdir(parents=True, exist_ok=True)
+            partial = out_file.with_name(out_file.name + ".partial")
+            with partial.open("w", encoding="utf-8", newline="") as fh:
+                count = _checked(lambda: export_run(engine, run_id, fmt, fh))
+            partial.replace(out_file)
+        except OSError as exc:
+            raise BadInputError(f"cannot write {out_file}: {_why(exc)}") from None
         err.print(f"wrote {count} rows to {out_file}", markup=False)
     finally:
         if out_file is not None:
-            out_file.with_name(out_file.name + ".partial").unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # nothing was written there, or cannot be
+                out_file.with_name(out_file.name + ".partial").unlink(missing_ok=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +20,7 @@ from contreact.cli.app import (
     sqlite_folder,
     storage,
 )
+from contreact.cli.hints import runnable
 from contreact.cli.output import emit_json, emit_table
 from contreact.ollama.server_numbers import number
 from contreact.text.terminal import visible
@@ -54,6 +54,7 @@ def run(
     # second or so); start_run checks the run id again, under the registry's key.
     progress.announce(cfg.run_id, cfg.model)
     where = storage(cfg.storage.data_dir, cfg.storage.url)
+    progress.storage = where
     from contreact.engine.runner import start_run
 
     finish(start_run(cfg, where, progress=progress, ask_operator=progress.ask))
@@ -79,6 +80,7 @@ def _refuse_existing(data_dir: str | None, url: str | None, run_id: str) -> None
             get_run(engine_for(storage(data_dir, url)), run_id)
         except RunNotFoundError:
             return
+    storage(data_dir, url)  # the storage the error's hint (`resume`) must name
     raise RunExistsError(run_id)
 
 
@@ -103,7 +105,7 @@ def resume(
 
     if cycles is not None and cycles < 1:
         raise BadInputError("--cycles must be at least 1")
-    progress = LineProgress(quiet=quiet)
+    progress = LineProgress(quiet=quiet, storage=storage())
     outcome = resume_run(
         run_id,
         storage(),
@@ -167,12 +169,20 @@ def _studio_pauses(records: list[RunRecord]) -> list[RunRecord]:
     ]
 
 
+def _runnable(line: str) -> str:
+    """`line` with its suggested commands completed with the storage (`cli.hints`).
+
+    The storage is resolved only for a line that suggests one: `status` stays fast.
+    """
+    return runnable(line, storage()) if "`contreact " in line else line
+
+
 def _run_summary(run_id: str) -> dict[str, Any]:
     (record,), counts, data_dir = _registry(run_id)
     return {
         "run_id": record.run_id,
         "status": record.shown_status,
-        "reason": (
+        "reason": _runnable(
             f"the process driving it stopped; continue with `contreact resume {run_id}`"
             if record.shown_status == "interrupted"
             else record.reason
@@ -232,7 +242,9 @@ def list_(
         emit_json(rows)
         return
     if not rows:
-        out.print("No runs yet. Start one with `contreact demo` or `contreact run CONFIG`.")
+        out.print(
+            _runnable("No runs yet. Start one with `contreact demo` or `contreact run CONFIG`.")
+        )
         return
     emit_table(
         ["run", "status", "origin", "model", "cycles", "updated"],
@@ -367,10 +379,12 @@ def demo(
             f"Demo: {cycles} cycles against {against} at {server.url} (data in {where.data_dir})",
             markup=False,
         )
-        outcome = start_run(cfg, where, progress=LineProgress(quiet=quiet))
+        outcome = start_run(cfg, where, progress=LineProgress(quiet=quiet, storage=where))
     if outcome.status == "completed":
         out.print(
-            f"Inspect it with: contreact show {name}   ·   contreact memory {name}",
+            runnable(
+                f"Inspect it with `contreact show {name}` and `contreact memory {name}`", where
+            ),
             markup=False,
         )
     finish(outcome)
@@ -431,7 +445,7 @@ def fork(
     changes: dict[str, Any] = {"model": model} if model else {}
     if no_interventions:
         changes["interventions"] = []
-    progress = LineProgress(quiet=quiet)
+    progress = LineProgress(quiet=quiet, storage=storage())
     try:
         outcome = fork_run(
             run_id,
@@ -446,54 +460,3 @@ def fork(
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
     finish(outcome)
-
-
-@command()
-def doctor(
-    config: Annotated[Path | None, typer.Argument(help="Check what this run config needs.")] = None,
-    model: Annotated[str | None, typer.Option(help="The model to check.")] = None,
-    host: Annotated[str | None, typer.Option(help="The Ollama host to check.")] = None,
-) -> None:
-    """Check that Ollama answers, has the model, and that the model can call tools.
-
-    Given a batch config (one with `models`), every model is checked on every host.
-    """
-    from contreact.config import Settings, parse_config, validated
-    from contreact.config.files import load_config
-    from contreact.engine.doctor import Check, batch_checks, run_checks
-
-    checks: Iterable[Check]
-    if config and _is_batch(config):
-        from contreact.studies.batch import load_batch
-
-        spec = load_batch(config)
-        runs = [parse_config(r.config, r.run_id) for r in spec.runs]
-        checks = batch_checks(runs, spec.hosts, storage(spec.data_dir, spec.db_url))
-    else:
-        if config:
-            settings: Settings = load_config(config, {"model": model, "host": host})
-        else:
-            chosen: dict[str, Any] = {"ollama": {"host": host}}
-            if model:
-                chosen["model"] = model
-            settings = validated(Settings, chosen, "doctor")
-        checks = run_checks(settings, storage(settings.storage.data_dir, settings.storage.url))
-    failed = False
-    for check in checks:
-        mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"
-        out.print(f"{mark} {check.name:<10} ", end="")
-        out.print(check.detail, markup=False)
-        failed = failed or not check.ok
-    if failed:
-        raise typer.Exit(1)
-
-
-def _is_batch(config: Path) -> bool:
-    """Whether CONFIG is a batch config (it names `models`), as far as a quick read tells."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(config.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return False  # the run config's own loader says what is wrong
-    return isinstance(data, dict) and "models" in data

@@ -71,6 +71,10 @@ class Settings(Strict):
     """Which tools the model gets (built-ins, your own) and how they reach it."""
     hooks: list[str] = Field(default_factory=list)
     """Objects called at points of the run, as `package.module:object` (`extensions.hooks`)."""
+    import_dirs: list[str] = Field(default_factory=list)
+    """Folders searched for the modules `tools.add` and `hooks` name, after the installed
+    packages (so a module there never shadows an installed one). Reading a config file
+    adds the file's own folder; relative folders are taken from the file's folder."""
     interventions: list[Intervention] = Field(default_factory=list)
     """Changes made at given cycles without code (an operator message, a memory wipe, a
     failing tool), each applied exactly once."""

@@ -10,9 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from contreact.config import Config, ConfigError, parse_config
+from contreact.config.yaml_file import YamlError, read_yaml
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Config:
@@ -23,19 +22,38 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Co
     except OSError as exc:
         raise ConfigError(f"cannot read config {file}: {exc.strerror or exc}") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(
-            f"{file}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}"
-        ) from None
+        data = read_yaml(text, str(file))
+    except YamlError as exc:
+        raise ConfigError(str(exc)) from None
     if data is None:
         data = {}
     if isinstance(data, dict):
         data = apply_overrides(data, overrides or {})
         data = _read_replies_file(data, file)
+        data = with_import_dirs(data, file)
     return parse_config(data, str(file))
+
+
+def with_import_dirs(data: dict[str, Any], config_file: Path) -> dict[str, Any]:
+    """`data` with its `import_dirs` made absolute, the config file's own folder among them.
+
+    A tool module written beside the config is then importable wherever the command runs,
+    and so on `resume`, whose stored config keeps the folders. A config that lists
+    `import_dirs` itself says where to look, and its own folder is not added.
+    """
+    folder = config_file.expanduser().resolve().parent
+    given = data.get("import_dirs")
+    if given is None:
+        return {**data, "import_dirs": [str(folder)]}
+    if not isinstance(given, list):
+        return data  # the settings model names the mistake
+    return {
+        **data,
+        "import_dirs": [
+            str((folder / Path(d).expanduser()).resolve()) if isinstance(d, str) else d
+            for d in given
+        ],
+    }
 
 
 def _read_replies_file(data: dict[str, Any], config_file: Path) -> dict[str, Any]:

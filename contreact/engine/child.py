@@ -50,6 +50,9 @@ class RunRequest:
     """Start the run from this config; None: resume `run_id`."""
     host: str | None = None
     """Resume against this Ollama host instead of the run's own."""
+    cycles: int | None = None
+    """Resume to this many cycles in all, extending the run once it completes (a batch
+    whose `cycles` was raised); None: to the run's own end."""
 
 
 class LogLines:
@@ -115,7 +118,11 @@ def drive_request(request: RunRequest) -> int:
             else:
                 overrides = {"host": request.host} if request.host else None
                 outcome = resume_run(
-                    request.run_id, request.storage, overrides=overrides, progress=progress
+                    request.run_id,
+                    request.storage,
+                    overrides=overrides,
+                    progress=progress,
+                    cycles=request.cycles,
                 )
         finally:
             dispose_engines()

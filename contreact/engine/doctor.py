@@ -87,7 +87,31 @@ def run_checks(settings: Settings, storage: Storage, timeout: float = 5.0) -> It
                     else f"embedding model {embedding_model!r} missing: similarity is lexical",
                 )
     yield _similarity_method(settings, embedding_found)
+    yield extensions_check(settings)
     yield _storage_check(storage)
+
+
+def extensions_check(settings: Settings) -> Check:
+    """Whether the run's own tools and hooks load: imported now, as the run would import them.
+
+    A tool whose module is missing or misspelt would otherwise pass every other check and
+    stop the run as it starts.
+    """
+    from contreact.extensions.loading import build_extensions
+    from contreact.graph.state import Context
+    from contreact.tools.custom import ExtensionError
+
+    try:
+        built = build_extensions(Context.of(settings))
+    except ExtensionError as exc:
+        return Check("extensions", False, str(exc))
+    tools = list(built.toolset.custom)
+    hooks = [h.source for h in built.hooks]
+    if not tools and not hooks:
+        return Check("extensions", True, "no tools or hooks of its own")
+    said = [f"tools {', '.join(tools)}"] if tools else []
+    said += [f"hooks {', '.join(hooks)}"] if hooks else []
+    return Check("extensions", True, "; ".join(said) + " load")
 
 
 def _version(client: httpx.Client, host: str) -> Check:
@@ -137,6 +161,12 @@ def batch_checks(
                 continue
             for model, tools in models.items():
                 yield from _model_checks(client, host, model, tools)
+    seen: set[str] = set()
+    for run in runs:
+        loaded = extensions_check(run)
+        if loaded.detail not in seen:
+            seen.add(loaded.detail)
+            yield loaded
     stored = _storage_check(storage)
     yield stored
     if stored.ok and not storage.is_sqlite:

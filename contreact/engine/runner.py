@@ -102,6 +102,7 @@ def resume_run(
     ask_operator: AskOperator | None = None,
     skip_bad_record: bool = False,
     handed: Handed | None = None,
+    cycles: int | None = None,
 ) -> RunOutcome:
     """Continue a run from its last checkpoint; `extra_cycles` extends a finished run.
 
@@ -119,6 +120,10 @@ def resume_run(
             step's stand-in (a model answer: an empty one) and the skip is recorded as a
             RECORD_SKIPPED event; without it such a record fails the run, naming it.
         handed: Tools and hooks as Python objects (`contreact.run`), beside the config's.
+        cycles: The run's total cycles (a batch whose `cycles` was raised): a run with
+            fewer is continued to its own end and then extended to `cycles`; a run that has
+            as many is left as it is. Asked again, it does nothing more, so a queued job
+            delivered twice extends the run once.
 
     Raises:
         RunNotFoundError: no such run.
@@ -126,6 +131,17 @@ def resume_run(
         NotWaitingError: a reply was given but the run is not waiting for one.
         AlreadyAnsweredError: another reply to the message was recorded first.
     """
+    if cycles is not None:
+        return _resume_to(
+            run_id,
+            storage,
+            cycles,
+            overrides=overrides,
+            progress=progress,
+            ask_operator=ask_operator,
+            skip_bad_record=skip_bad_record,
+            handed=handed,
+        )
     engine = engine_for(storage)
     record = get_run(engine, run_id)
     if record.status == "running" and record.driven and record.pid != os.getpid():
@@ -168,6 +184,21 @@ def resume_run(
         )
     finally:
         skip_bad_records.reset(skipping)
+
+
+def _resume_to(run_id: str, storage: Storage, cycles: int, **given: Any) -> RunOutcome:
+    """`resume_run` to `cycles` in all: finish the run as it stands, then extend it."""
+    record = get_run(engine_for(storage), run_id)
+    if record.status != "completed":
+        outcome = resume_run(run_id, storage, **given)
+        if outcome.status != "completed":
+            return outcome
+        record = get_run(engine_for(storage), run_id)
+    more = cycles - int(record.config.get("cycles", 0))
+    if more <= 0:
+        done = len(cycle_records(engine_for(storage), run_id))
+        return RunOutcome(run_id, "completed", cycle=done)
+    return resume_run(run_id, storage, extra_cycles=more, **given)
 
 
 def fork_run(

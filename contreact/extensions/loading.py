@@ -7,6 +7,7 @@ Python caller handed over (`Context.extensions`). A tool or hook that cannot be 
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ class Extensions:
 
 
 def _hooks_of(ctx: Context) -> tuple[Hook, ...]:
-    loaded = [Hook(path, load_object(path, "hook")) for path in ctx.hooks]
+    loaded = [Hook(path, load_object(path, "hook", ctx.import_dirs)) for path in ctx.hooks]
     handed = (ctx.extensions or {}).get("hooks") or ()
     for obj in handed:
         name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
@@ -62,16 +63,43 @@ def _hooks_of(ctx: Context) -> tuple[Hook, ...]:
     for hook in loaded:
         if not hook.points:
             raise ExtensionError(
-                f"hook {hook.source!r} has none of the methods {', '.join(HOOK_POINTS)}"
+                f"hook {hook.source} has none of the methods {', '.join(HOOK_POINTS)}"
+            )
+        unbound = _needs_an_instance(hook)
+        if unbound:
+            made = getattr(hook.obj, "__qualname__", "Guard")
+            raise ExtensionError(
+                f"hook {hook.source} is a class whose {', '.join(unbound)} take `self`: name "
+                f"an instance instead (`guard = {made}()` in its module, then "
+                "`module:guard`), or make those methods static"
             )
     return tuple(loaded)
+
+
+def _needs_an_instance(hook: Hook) -> list[str]:
+    """The hook points of a class given as a hook that are plain methods (they take `self`).
+
+    Called on the class, such a method would take the call's dict for `self` and fail in
+    the run's first cycle; a static or class method is called as it is.
+    """
+    if not inspect.isclass(hook.obj):
+        return []
+    plain = []
+    for point in hook.points:
+        for owner in inspect.getmro(hook.obj):
+            if point in vars(owner):
+                found = vars(owner)[point]
+                if inspect.isfunction(found):
+                    plain.append(point)
+                break
+    return plain
 
 
 def build_extensions(ctx: Context) -> Extensions:
     """The run's toolset and hooks, loaded now (import errors are `ExtensionError`s)."""
     handed = ctx.extensions or {}
     custom = [
-        *from_config(ctx.tools.add, entry_points=ctx.tools.entry_points),
+        *from_config(ctx.tools.add, entry_points=ctx.tools.entry_points, folders=ctx.import_dirs),
         *from_python(handed.get("tools") or ()),
     ]
     toolset = Toolset.of(ctx.tools.disable, custom)

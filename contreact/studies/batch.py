@@ -38,10 +38,12 @@ from contreact.checkpoints.event_schema import Error
 from contreact.checkpoints.event_store import read_events
 from contreact.checkpoints.private_files import open_private, private_dir
 from contreact.checkpoints.registry import RunNotFoundError, get_run
+from contreact.checkpoints.run_record import RunRecord
 from contreact.checkpoints.storage import Storage
 from contreact.config import BATCH_KEYS, BatchConfig, ConfigError, describe_error, parse_config
-from contreact.config.files import deep_merge
+from contreact.config.files import deep_merge, with_import_dirs
 from contreact.config.sections import DEFAULT_MODEL_OPTIONS
+from contreact.config.yaml_file import YamlError, read_yaml
 from contreact.engine.child import PARENT_ENV, RunRequest
 from contreact.ollama.credentials import for_children, ollama_auth
 from contreact.studies.fork_server import RunProcess
@@ -59,6 +61,16 @@ class PlannedRun:
     config: dict[str, Any]
     seed: int | None = None
     """The replicate's seed (None: unseeded)."""
+
+    @property
+    def cycles(self) -> int:
+        """The cycles the run is to reach: the batch config's `cycles`."""
+        return int(self.config.get("cycles", 0))
+
+
+def short_of(record: RunRecord, cycles: int) -> bool:
+    """Whether a stored run is planned for fewer than `cycles` (the batch's were raised)."""
+    return int(record.config.get("cycles", 0)) < cycles
 
 
 @dataclass(frozen=True)
@@ -103,18 +115,14 @@ def load_batch(path: Path) -> BatchSpec:
         ConfigError: naming the file and every bad field.
     """
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = read_yaml(path.read_text(encoding="utf-8"), str(path)) or {}
     except OSError as exc:
         raise ConfigError(f"cannot read batch config {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        # yaml's own text runs over several lines; the line number and the problem fit one.
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(
-            f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', None) or 'unreadable'}"
-        ) from None
+    except YamlError as exc:
+        raise ConfigError(str(exc)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the batch config must be a YAML mapping")
+    data = with_import_dirs(data, path)
     named = [key for key in ("run_id", "model") if key in data]
     problems = [f"`{key}` is set by the batch; use `batch` and `models` instead" for key in named]
     try:
@@ -243,7 +251,8 @@ class BatchRunner:
             record = get_run(engine, planned.run_id)
         except RunNotFoundError:
             record = None
-        if record is not None and record.status == "completed":
+        target = planned.cycles
+        if record is not None and record.status == "completed" and not short_of(record, target):
             return self.result_of(planned, "skipped (completed)")
         if record is not None and record.status == "running" and record.driven:
             return self.result_of(planned, f"skipped (driven by process {record.pid})")
@@ -257,9 +266,9 @@ class BatchRunner:
             action = "started"
             request = RunRequest(planned.run_id, self.storage, config_file=config_file)
         else:
-            action = "resumed"
+            action = f"extended to {target} cycles" if short_of(record, target) else "resumed"
             moved = host if host is not None and host != record.host else None
-            request = RunRequest(planned.run_id, self.storage, host=moved)
+            request = RunRequest(planned.run_id, self.storage, host=moved, cycles=target)
         self.notify(planned.run_id, action + (f" on {host}" if host else ""))
         code = self._child(request, env)
         try:
@@ -273,7 +282,8 @@ class BatchRunner:
             tried.add(host)
             self.notify(planned.run_id, f"host down; resuming on {host}")
             action += f", moved to {host}"
-            code = self._child(RunRequest(planned.run_id, self.storage, host=host), env)
+            again = RunRequest(planned.run_id, self.storage, host=host, cycles=target)
+            code = self._child(again, env)
         return self.result_of(planned, action, say)
 
     def _child(self, request: RunRequest, extra: dict[str, str] | None = None) -> int:

@@ -34,13 +34,11 @@ from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.fencing import (
     install_fences,
 )
-from contreact.checkpoints.run_record import record_from_row
+from contreact.checkpoints.run_record import RunRecord, record_from_row
 from contreact.checkpoints.saver import open_saver
 from contreact.checkpoints.schema import runs
 from contreact.checkpoints.storage import Storage
-from contreact.studies.batch import (
-    BatchSpec,
-)
+from contreact.studies.batch import BatchSpec, short_of
 
 TASK = "contreact.drive_run"
 QUEUE_PREFIX = "contreact.study."
@@ -125,17 +123,17 @@ def newest_jobs(
     return [(str(lock), str(status), args) for lock, status, args in rows]
 
 
-def run_states(engine: Engine, run_ids: Iterable[str]) -> dict[str, tuple[str, bool]]:
-    """Each registered run's status and whether a live process drives it, in one read."""
+def run_records(engine: Engine, run_ids: Iterable[str]) -> dict[str, RunRecord]:
+    """The registered runs among `run_ids`, in one read."""
     with engine.connect() as conn:
         rows = conn.execute(select(runs).where(runs.c.run_id.in_(list(run_ids)))).mappings()
-        records = [record_from_row(dict(r)) for r in rows]
+        return {r.run_id: r for r in (record_from_row(dict(row)) for row in rows)}
+
+
+def run_states(engine: Engine, run_ids: Iterable[str]) -> dict[str, tuple[str, bool]]:
+    """Each registered run's status and whether a live process drives it, in one read."""
+    records = run_records(engine, run_ids).values()
     return {r.run_id: (r.status, r.status == "running" and r.driven) for r in records}
-
-
-def run_state(engine: Engine, run_id: str) -> tuple[str | None, bool]:
-    """The run's registry status (None: not started) and whether a live process drives it."""
-    return run_states(engine, [run_id]).get(run_id, (None, False))
 
 
 def unqueue(storage: Storage, run_id: str) -> int:
@@ -198,15 +196,22 @@ class StudyQueue:
 
         newest = await asyncio.to_thread(newest_jobs, self.engine, run_ids=which)
         jobs = {run_id: status for run_id, status, _ in newest}
-        states = await asyncio.to_thread(run_states, self.engine, which)
+        records = await asyncio.to_thread(run_records, self.engine, which)
         queued, waiting, finished = [], [], []
         for planned in spec.runs:
             if planned.run_id not in which:
                 continue
-            status, driven = states.get(planned.run_id, (None, False))
+            record = records.get(planned.run_id)
+            status = record.status if record is not None else None
+            driven = record is not None and record.status == "running" and record.driven
             # A failed run is queued again (as `contreact batch` always resumed one); a
-            # paused one waits for its operator's reply.
-            if status in ("completed", "paused"):
+            # paused one waits for its operator's reply; a completed one whose batch now
+            # asks for more cycles is queued to be extended (its job carries the cycles).
+            if status == "paused" or (
+                status == "completed"
+                and record is not None
+                and not short_of(record, planned.cycles)
+            ):
                 finished.append(planned.run_id)
                 continue
             if driven or jobs.get(planned.run_id) in ("todo", "doing"):

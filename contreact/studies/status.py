@@ -15,13 +15,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from contreact.checkpoints.registry import list_runs
 from contreact.checkpoints.schema import batch_runs, events, leases, runs
 from contreact.ollama.server_numbers import number
 
 FINAL = frozenset({"completed", "failed", "interrupted", "paused"})
+SETTLED = frozenset({"completed", "failed", "paused"})
+"""Statuses that stay as they are until a person acts (an interrupted run is resumed by a
+worker's sweep or a person; a queued or running one moves by itself)."""
+NOTED = ("INTERVENTION", "HOOK")
+"""Events a person following a run is told of as they happen: an intervention acted, a
+hook vetoed or rewrote a tool call."""
 
 
 def _time(stamp: str) -> float:
@@ -55,6 +61,20 @@ class RunView:
     cycle_seconds: list[float] = field(default_factory=list)
     cycle_started: float | None = None
 
+    @property
+    def cycle_shown(self) -> str:
+        """The cycle column: `in 3/4` while a cycle runs, `4/4 ✓` once all are done.
+
+        Otherwise the cycles done (`2/4`: queued, paused, failed or interrupted).
+        """
+        if self.status == "running":
+            # Between two cycles the next one is as good as begun.
+            current = self.cycle if self.cycle > self.done else self.done + 1
+            return f"in {min(max(current, 1), self.last_cycle)}/{self.last_cycle}"
+        if self.status == "completed" and self.done >= self.last_cycle:
+            return f"{self.done}/{self.last_cycle} ✓"
+        return f"{self.done}/{self.last_cycle}"
+
     def eta_seconds(self, now: float) -> float | None:
         """Seconds until the run's last cycle ends, from its mean cycle time so far."""
         if self.status in FINAL or self.done >= self.last_cycle:
@@ -64,6 +84,44 @@ class RunView:
         mean = sum(self.cycle_seconds) / len(self.cycle_seconds)
         in_flight = now - self.cycle_started if self.cycle_started and self.cycle > self.done else 0
         return max(0.0, mean * (self.last_cycle - self.done) - in_flight)
+
+
+@dataclass(frozen=True)
+class RunNote:
+    """An event a person following the run is told of (`NOTED`)."""
+
+    run_id: str
+    cycle: int
+    event_type: str
+    payload: dict[str, Any]
+
+
+class EventTail:
+    """One run's `NOTED` events committed after it was opened, read as they come."""
+
+    def __init__(self, engine: Engine, run_id: str) -> None:
+        self.engine, self.run_id = engine, run_id
+        with engine.connect() as conn:
+            newest = conn.execute(
+                select(func.max(events.c.id)).where(events.c.run_id == run_id)
+            ).scalar()
+        self._after = int(newest or 0)
+
+    def read(self) -> list[RunNote]:
+        """The noted events committed since the last read."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(events.c.id, events.c.cycle, events.c.event_type, events.c.payload)
+                .where(
+                    events.c.run_id == self.run_id,
+                    events.c.id > self._after,
+                    events.c.event_type.in_(NOTED),
+                )
+                .order_by(events.c.id)
+            ).all()
+        if rows:
+            self._after = max(int(r.id) for r in rows)
+        return [RunNote(self.run_id, r.cycle, r.event_type, json.loads(r.payload)) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -88,6 +146,9 @@ class BatchWatch:
         self.views = {r: RunView(r, model, cycles) for r, model, cycles in planned}
         self._after = 0
         self._first = True
+        self.notes: list[RunNote] = []
+        """The noted events (`NOTED`) read by the polls since the first, for the face to
+        show and clear."""
 
     @classmethod
     def of_batch(cls, engine: Engine, name: str) -> BatchWatch:
@@ -127,6 +188,9 @@ class BatchWatch:
             done = self._apply(self.views[row.run_id], row.cycle, row.event_type, row)
             if done is not None and not self._first:
                 ended.append(done)
+            if row.event_type in NOTED and not self._first:
+                note = RunNote(row.run_id, row.cycle, row.event_type, json.loads(row.payload))
+                self.notes.append(note)
         for record in list_runs(self.engine):
             view = self.views.get(record.run_id)
             if view is not None:

@@ -32,6 +32,7 @@ from contreact.studies.batch import (
     PlannedRun,
     describe,
     host_answers,
+    short_of,
 )
 from contreact.studies.fork_server import warm
 from contreact.studies.queue import (
@@ -46,7 +47,7 @@ from contreact.studies.queue import (
     StudyQueue,
     newest_jobs,
     queue_of,
-    run_state,
+    run_records,
     run_states,
 )
 
@@ -221,11 +222,14 @@ class Worker:
     ) -> None:
         run = PlannedRun(**planned)
         while True:  # a live driver (a person's `resume`, a lapsed worker's) finishes first
-            status, driven = await asyncio.to_thread(run_state, self.engine, run.run_id)
-            if status == "completed":
-                self.notify(run.run_id, f"already {status}")
-                return
-            if not driven:
+            record = (await asyncio.to_thread(run_records, self.engine, [run.run_id])).get(
+                run.run_id
+            )
+            if record is not None and record.status == "completed":
+                if not short_of(record, run.cycles):
+                    self.notify(run.run_id, f"already completed ({run.cycles} cycles)")
+                    return
+            if record is None or not (record.status == "running" and record.driven):
                 break
             await asyncio.sleep(WAIT_S)
         try:

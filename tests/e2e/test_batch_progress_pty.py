@@ -48,11 +48,11 @@ def test_batch_shows_each_cycle_of_each_run(tmp_path: Path, sqlite_backend: Back
     for run in RUNS:
         assert re.search(rf"{re.escape(run)}: completed \(3 cycles\)", screen), run
     for run in RUNS:
-        row = rf"│ {re.escape(run)}\s+│ stub-model\s+│ {{}}/3\s+│ \d*\s+│ running\s+│"
+        row = rf"│ {re.escape(run)}\s+│ stub-model\s+│ in {{}}/3\s+│ \d*\s+│ running\s+│"
         for cycle in (1, 2, 3):
             assert re.search(row.format(cycle), screen), f"{run} never showed cycle {cycle}/3"
     # After the first cycle the live table knows the pace: tokens/s and an ETA.
-    assert re.search(r"│ 2/3\s+│ \d+\s+│ running\s+│ [\d.]+\s+│ [\d.]+s", screen)
+    assert re.search(r"│ in 2/3\s+│ \d+\s+│ running\s+│ [\d.]+\s+│ [\d.]+s", screen)
 
 
 OPERATOR_CYCLE = {

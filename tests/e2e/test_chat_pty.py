@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from contreact.stub import ChatRequest, Reply, StubServer
 from support.backends import Backend
@@ -46,7 +47,9 @@ def test_chat_uses_memory_and_resumes(sqlite_backend: Backend) -> None:
         term.expect("Saved: your cat is Tom.")
         term.expect("you> ")
         term.send("exit")
-        term.expect(r"bye: continue with `contreact chat --resume cats`")
+        # The hint names the storage the chat is in (this test's --data-dir): it runs as printed.
+        where = re.escape(str(sqlite_backend.data_dir))
+        term.expect(rf"bye: continue with `contreact chat --resume cats --storage {where}`")
         assert term.close() == 0
 
         again = Terminal(sqlite_backend, "chat", "--resume", "cats", "--host", server.url)

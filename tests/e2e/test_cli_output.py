@@ -99,7 +99,7 @@ def test_batch_json_is_one_document(tmp_path: Path, sqlite_backend: Backend) -> 
         "worker",
     ]
     row = shown.stdout.splitlines()[1].split("\t")
-    assert row[:5] == ["piped.stub-model.r1", "stub-model", "1/1", "", "completed"]
+    assert row[:5] == ["piped.stub-model.r1", "stub-model", "1/1 ✓", "", "completed"]
     assert row[7:] == [host, "", ""]  # its host; no process drives it any more, no queue
     standing = json.loads(shell(sqlite_backend, "contreact batch --status piped --json").stdout)
     assert [(r["run_id"], r["cycles_done"], r["status"]) for r in standing] == [

@@ -183,8 +183,8 @@ def test_a_hook_that_raises_fails_the_run_in_one_line_and_resume_completes_after
         assert failed.returncode == 1
         assert failed.stderr.splitlines() == [
             "contreact: run hooked failed: hook flaky_hook:guard before_tool_call failed: "
-            "guard misconfigured (cycle 2); once that is fixed, `contreact resume hooked` "
-            "continues it"
+            "guard misconfigured (cycle 2); once that is fixed, `contreact resume hooked "
+            f"--storage {sqlite_backend.data_dir}` continues it"
         ]
         status = cli(sqlite_backend, "status", "hooked", "--json", env=env)
         assert '"status": "failed"' in status.stdout
@@ -298,7 +298,7 @@ def test_a_mistaken_guard_fails_the_run_in_one_line_and_the_tool_never_runs(
         "contreact: run mistaken failed: hook guards:mistaken before_tool_call returned "
         "'veto please': a guard answers None (the call runs), Veto(reason) or Rewrite(args) "
         "(or {'veto': reason} or {'args': {...}}); the tool did not run; once that is fixed, "
-        "`contreact resume mistaken` continues it"
+        f"`contreact resume mistaken --storage {sqlite_backend.data_dir}` continues it"
     ]
     log = read_log(sqlite_backend, "mistaken")
     assert not [e for e in log if e["event_type"] == "TOOL_CALL"]

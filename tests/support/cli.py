@@ -153,6 +153,8 @@ class Terminal:
         self.seen = ""
         self.transcript = ""
         """Everything the process printed so far (ANSI codes removed)."""
+        self.raw = ""
+        """Everything the process printed so far, ANSI codes included."""
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._pending = ""
         """Printed text whose last escape sequence is not complete yet (split across reads)."""
@@ -160,7 +162,9 @@ class Terminal:
     def _take(self, chunk: bytes) -> None:
         # A read may end inside a multi-byte character or an escape sequence: both are kept
         # until the rest arrives, so no half of a colour code is left on the screen.
-        raw = self._pending + self._decoder.decode(chunk)
+        decoded = self._decoder.decode(chunk)
+        self.raw += decoded
+        raw = self._pending + decoded
         text = ANSI.sub("", raw)
         cut = text.rfind("\x1b")
         if cut < 0 or len(text) - cut > 32:  # no sequence open (or one ANSI does not know)

@@ -34,6 +34,8 @@ LINE_ERRORS: dict[str, str] = {
     "MissingExtraError": "2",
     "BindError": "2",
     "ListenError": "2",
+    "ExtensionError": "2",
+    "YamlError": "2",
 }
 """Errors whose message the CLI prints as the line, and the exit code it goes with."""
 
