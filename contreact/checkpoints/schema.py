@@ -20,9 +20,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
-    String,
     Table,
-    Text,
     UniqueConstraint,
     delete,
     insert,
@@ -32,41 +30,43 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 
+from contreact.checkpoints.stored_text import StoredString, StoredText
+
 metadata = MetaData()
 
 runs = Table(
     "contreact_runs",
     metadata,
-    Column("run_id", String(200), primary_key=True),
-    Column("thread_id", String(64), nullable=False, unique=True),
-    Column("status", String(20), nullable=False),
-    Column("model", String(200), nullable=False),
-    Column("host", String(500), nullable=False, default=""),
-    Column("config", Text, nullable=False),
-    Column("reason", Text, nullable=False, default=""),
-    Column("parent_run_id", String(200), nullable=True),
+    Column("run_id", StoredString(200), primary_key=True),
+    Column("thread_id", StoredString(64), nullable=False, unique=True),
+    Column("status", StoredString(20), nullable=False),
+    Column("model", StoredString(200), nullable=False),
+    Column("host", StoredString(500), nullable=False, default=""),
+    Column("config", StoredText, nullable=False),
+    Column("reason", StoredText, nullable=False, default=""),
+    Column("parent_run_id", StoredString(200), nullable=True),
     Column("fork_cycle", Integer, nullable=True),
-    Column("batch", String(200), nullable=True, index=True),
+    Column("batch", StoredString(200), nullable=True, index=True),
     Column("pid", Integer, nullable=True),
-    Column("origin", String(20), nullable=False, default="cli", server_default="cli"),
+    Column("origin", StoredString(20), nullable=False, default="cli", server_default="cli"),
     # Epoch seconds, refreshed every second while a process drives the run: a run whose
     # heartbeat stopped is interrupted, whatever machine or container drove it.
     Column("heartbeat", Float, nullable=True),
-    Column("driver_host", String(255), nullable=True),
-    Column("created_at", String(40), nullable=False),
-    Column("updated_at", String(40), nullable=False),
+    Column("driver_host", StoredString(255), nullable=True),
+    Column("created_at", StoredString(40), nullable=False),
+    Column("updated_at", StoredString(40), nullable=False),
 )
 
 events = Table(
     "contreact_events",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("run_id", String(200), nullable=False),
-    Column("key", String(200), nullable=False),
+    Column("run_id", StoredString(200), nullable=False),
+    Column("key", StoredString(200), nullable=False),
     Column("cycle", Integer, nullable=False),
-    Column("event_type", String(40), nullable=False),
-    Column("timestamp", String(40), nullable=False),
-    Column("payload", Text, nullable=False),
+    Column("event_type", StoredString(40), nullable=False),
+    Column("timestamp", StoredString(40), nullable=False),
+    Column("payload", StoredText, nullable=False),
     UniqueConstraint("run_id", "key", name="uq_contreact_events_run_key"),
     # A run's events by cycle (a cycle's errors, a report's window, a fork point): read
     # through the index, not by scanning every event of the run. It serves run-only
@@ -77,10 +77,10 @@ events = Table(
 journal = Table(
     "contreact_journal",
     metadata,
-    Column("run_id", String(200), primary_key=True),
-    Column("key", String(200), primary_key=True),
+    Column("run_id", StoredString(200), primary_key=True),
+    Column("key", StoredString(200), primary_key=True),
     Column("cycle", Integer, nullable=False),
-    Column("result", Text, nullable=False),
+    Column("result", StoredText, nullable=False),
     # A ledger loads only its scope's latest cycles (`journal._Recorded`): a seek, not a
     # scan of every record of the run.
     Index("ix_contreact_journal_run_cycle", "run_id", "cycle"),
@@ -89,43 +89,43 @@ journal = Table(
 memories = Table(
     "contreact_memories",
     metadata,
-    Column("run_id", String(200), primary_key=True),
-    Column("key", Text, primary_key=True),
-    Column("value", Text, nullable=False),
+    Column("run_id", StoredString(200), primary_key=True),
+    Column("key", StoredText, primary_key=True),
+    Column("value", StoredText, nullable=False),
 )
 
 lineages = Table(
     "contreact_lineages",
     metadata,
-    Column("scope", String(300), primary_key=True),
-    Column("run_id", String(200), nullable=False, index=True),
-    Column("parent_scope", String(300), nullable=False),
-    Column("thread_id", String(64), nullable=False),
-    Column("checkpoint_id", String(64), nullable=False),
+    Column("scope", StoredString(300), primary_key=True),
+    Column("run_id", StoredString(200), nullable=False, index=True),
+    Column("parent_scope", StoredString(300), nullable=False),
+    Column("thread_id", StoredString(64), nullable=False),
+    Column("checkpoint_id", StoredString(64), nullable=False),
     Column("cycle", Integer, nullable=False),
     Column("steps", Integer, nullable=False),
     Column("steps_done", Integer, nullable=False),
-    Column("created_at", String(40), nullable=False),
+    Column("created_at", StoredString(40), nullable=False),
 )
 """Branches of runs: each scope (see `checkpoints.lineage`) and where it left its parent."""
 
 cycles = Table(
     "contreact_cycles",
     metadata,
-    Column("run_id", String(200), primary_key=True),
+    Column("run_id", StoredString(200), primary_key=True),
     Column("cycle", Integer, primary_key=True),
-    Column("opening", Text, nullable=False, default="", server_default=""),
-    Column("reflection", Text, nullable=False),
-    Column("metrics", Text, nullable=False),
-    Column("flags", Text, nullable=False),
+    Column("opening", StoredText, nullable=False, default="", server_default=""),
+    Column("reflection", StoredText, nullable=False),
+    Column("metrics", StoredText, nullable=False),
+    Column("flags", StoredText, nullable=False),
     Column("similarity", Float, nullable=True),
-    Column("advisory", Text, nullable=True),
+    Column("advisory", StoredText, nullable=True),
 )
 
 similarity_keys = Table(
     "contreact_similarity_keys",
     metadata,
-    Column("run_id", String(200), primary_key=True),
+    Column("run_id", StoredString(200), primary_key=True),
     Column("key", BigInteger, primary_key=True, autoincrement=False),
     Column("cycle", Integer, primary_key=True, autoincrement=False),
     sqlite_with_rowid=False,
@@ -137,18 +137,18 @@ key, not by comparing it with every earlier one (see `checkpoints.similarity_ind
 pei = Table(
     "contreact_pei",
     metadata,
-    Column("run_id", String(200), primary_key=True),
-    Column("evaluator", String(200), primary_key=True),
-    Column("fork_run_id", String(200), nullable=False),
+    Column("run_id", StoredString(200), primary_key=True),
+    Column("evaluator", StoredString(200), primary_key=True),
+    Column("fork_run_id", StoredString(200), nullable=False),
     Column("at_cycle", Integer, nullable=False),
     Column("level", Integer, nullable=True),
-    Column("reason", Text, nullable=False, default=""),
-    Column("answer", Text, nullable=False),
-    Column("instrument_sha", String(64), nullable=False),
-    Column("created_at", String(40), nullable=False),
-    Column("omitted", Text, nullable=True),
+    Column("reason", StoredText, nullable=False, default=""),
+    Column("answer", StoredText, nullable=False),
+    Column("instrument_sha", StoredString(64), nullable=False),
+    Column("created_at", StoredString(40), nullable=False),
+    Column("omitted", StoredText, nullable=True),
     Column("manual", Boolean, nullable=False, server_default="0"),
-    Column("options", Text, nullable=True),
+    Column("options", StoredText, nullable=True),
 )
 """One PEI rating per (rated run, evaluator model); `level` is None when none was parsed.
 
@@ -160,10 +160,10 @@ with (None: rated before they were recorded, or set by hand)."""
 batch_runs = Table(
     "contreact_batch_runs",
     metadata,
-    Column("batch", String(200), primary_key=True),
-    Column("run_id", String(200), primary_key=True),
+    Column("batch", StoredString(200), primary_key=True),
+    Column("run_id", StoredString(200), primary_key=True),
     Column("position", Integer, nullable=False),
-    Column("model", String(200), nullable=False),
+    Column("model", StoredString(200), nullable=False),
     Column("cycles", Integer, nullable=False),
 )
 """The runs a batch plans, in its order, written before any starts: a batch's status lists
@@ -173,10 +173,10 @@ the runs that have not started too, from any machine that sees the storage."""
 leases = Table(
     "contreact_leases",
     metadata,
-    Column("run_id", String(200), primary_key=True),
+    Column("run_id", StoredString(200), primary_key=True),
     Column("token", BigInteger, nullable=False),
-    Column("worker", String(300), nullable=False, default=""),
-    Column("host", String(500), nullable=False, default=""),
+    Column("worker", StoredString(300), nullable=False, default=""),
+    Column("host", StoredString(500), nullable=False, default=""),
     Column("job_id", BigInteger, nullable=True),
     Column("taken_at", Float, nullable=False),
     Column("released", Boolean, nullable=False, default=False),
@@ -192,7 +192,7 @@ so an older token stays refused."""
 schema_marks = Table(
     "contreact_schema",
     metadata,
-    Column("fingerprint", String(64), primary_key=True),
+    Column("fingerprint", StoredString(64), primary_key=True),
 )
 """The fingerprint of the table definitions the database was last brought up to."""
 
