@@ -73,14 +73,15 @@ class Prepared:
         binds = self._processing[dialect].binds
         if binds is None:
             return tuple(params[n] for n in names)
-        return tuple(params[n] if f is None else f(params[n]) for n, f in zip(names, binds))
+        pairs = zip(names, binds, strict=True)
+        return tuple(params[n] if f is None else f(params[n]) for n, f in pairs)
 
     def _row(self, dialect: str, row: Sequence[Any]) -> tuple[Any, ...]:
         """A result row, each value as its column's type reads it back."""
         results = self._processing[dialect].results
         if results is None:
             return tuple(row)
-        return tuple(v if f is None else f(v) for v, f in zip(row, results))
+        return tuple(v if f is None else f(v) for v, f in zip(row, results, strict=True))
 
     @contextmanager
     def _cursor(self, conn: Tx, params: dict[str, Any]) -> Iterator[Any]:

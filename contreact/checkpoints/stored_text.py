@@ -105,7 +105,7 @@ def _walk(value: Any, change: Any) -> Any:
 def json_dumps(value: Any) -> str:
     """JSON for a PostgreSQL `jsonb` column: strings escaped where `needs_escape` says.
 
-    `jsonb` refuses `\\u0000`; the escaped form holds none. The document is walked only
+    `jsonb` refuses an escaped NUL; the escaped form holds none. The document is walked only
     when its plain JSON shows a NUL or the marker, which almost none does.
     """
     text = json.dumps(value)
