@@ -1,34 +1,26 @@
-"""The tables contreact keeps beside the checkpoints, and bringing a database up to them.
+"""The tables contreact keeps beside the checkpoints.
 
 Checkpoints, memory, the run registry, the event log and the side-effect journal live in
 one database (a SQLite file in the data directory, or PostgreSQL by URL) so that a side
 effect and its record can commit in one transaction: that is what makes crash + resume
-exactly-once. The tables are declared here once for both backends; a new database gets
-them all, and one made by an older contreact gets the columns added since.
+exactly-once. The tables are declared here once for both backends; the Alembic revisions
+in `checkpoints/migrations` make and change them (`checkpoints.migrate`), and a change here
+comes with a revision there. Every text column stores any text (`checkpoints.stored_text`).
 """
 
 from __future__ import annotations
-
-import hashlib
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
-    Engine,
     Float,
     Index,
     Integer,
     MetaData,
     Table,
     UniqueConstraint,
-    delete,
-    insert,
-    inspect,
-    select,
-    text,
 )
-from sqlalchemy.exc import DBAPIError
 
 from contreact.checkpoints.stored_text import StoredString, StoredText
 
@@ -187,100 +179,3 @@ A worker takes a run's lease (a new token from a sequence) before it drives the 
 token goes with every connection its driving process opens, and the database refuses a
 write by any other token (`checkpoints.fencing`). The row stays when the lease is released,
 so an older token stays refused."""
-
-
-schema_marks = Table(
-    "contreact_schema",
-    metadata,
-    Column("fingerprint", StoredString(64), primary_key=True),
-)
-"""The fingerprint of the table definitions the database was last brought up to."""
-
-
-def schema_fingerprint() -> str:
-    """A hash of every contreact table's name, columns (name, type) and indexes."""
-    digest = hashlib.sha256()
-    for table in metadata.sorted_tables:
-        digest.update(f"table {table.name}\n".encode())
-        for column in table.columns:
-            digest.update(f"{column.name} {column.type!r} {column.nullable}\n".encode())
-        for index in sorted(table.indexes, key=lambda i: str(i.name)):
-            digest.update(f"index {index.name}\n".encode())
-    return digest.hexdigest()
-
-
-def ensure_schema(engine: Engine) -> None:
-    """Create or update the tables, unless the database says it is up to date.
-
-    Inspecting every table costs a round trip per table and column list (a third of a
-    second on PostgreSQL, paid by every command and every resume), so a database that
-    already carries this version's fingerprint is trusted and left alone.
-    """
-    fingerprint = schema_fingerprint()
-    try:
-        with engine.connect() as conn:
-            marked = conn.execute(
-                select(schema_marks.c.fingerprint).where(schema_marks.c.fingerprint == fingerprint)
-            ).first()
-        if marked is not None:
-            return
-    except DBAPIError:
-        pass  # a new database, or one made before the fingerprint existed
-    metadata.create_all(engine)
-    _add_missing_columns(engine)
-    _update_indexes(engine)
-    try:
-        with engine.begin() as conn:
-            conn.execute(delete(schema_marks))
-            conn.execute(insert(schema_marks).values(fingerprint=fingerprint))
-    except DBAPIError:
-        pass  # another process marked it at the same moment
-
-
-_DROPPED_INDEXES = {"contreact_events": ("ix_contreact_events_run_id",)}
-"""Indexes an older contreact made that a newer one covers (dropped: each costs bytes per row)."""
-
-
-def _update_indexes(engine: Engine) -> None:
-    """Create the indexes a table made by an older contreact lacks, drop superseded ones.
-
-    `create_all` makes indexes only with the tables it creates.
-    """
-    existing = inspect(engine)
-    for table in metadata.sorted_tables:
-        if not existing.has_table(table.name):
-            continue
-        present = {i["name"] for i in existing.get_indexes(table.name)}
-        for index in table.indexes:
-            if index.name not in present:
-                index.create(engine, checkfirst=True)
-        for name in _DROPPED_INDEXES.get(table.name, ()):
-            if name in present:
-                with engine.begin() as conn:
-                    conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
-
-
-def _add_missing_columns(engine: Engine) -> None:
-    """Bring tables made by an older contreact up to date (new columns only ever get added).
-
-    Every column added after a release is nullable or has a server default, so adding it
-    to an existing table is safe and keeps the rows.
-    """
-    existing = inspect(engine)
-    for table in metadata.sorted_tables:
-        if not existing.has_table(table.name):
-            continue
-        present = {c["name"] for c in existing.get_columns(table.name)}
-        for column in table.columns:
-            if column.name in present:
-                continue
-            kind = column.type.compile(engine.dialect)
-            default = ""
-            if column.server_default is not None:
-                default = f" DEFAULT '{column.server_default.arg}'"  # type: ignore[attr-defined]
-            elif not column.nullable:
-                default = " DEFAULT ''"
-            with engine.begin() as conn:
-                conn.execute(
-                    text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}{default}")
-                )
