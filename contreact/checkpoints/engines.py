@@ -83,10 +83,12 @@ def engine_for(storage: Storage) -> Engine:
 def missing_file_line(storage: Storage) -> str:
     """The line for a SQLite storage whose file is not there."""
     path = storage.sqlite_path
-    if path.name == DB_FILENAME:
+    if path.name != DB_FILENAME:
+        where = f"at {path}"
+    elif path.parent.is_dir():
         where = f"in {path.parent} (it has no {DB_FILENAME})"
     else:
-        where = f"at {path}"
+        where = f"in {path.parent} (no such folder)"
     return (
         f"no contreact database {where}; nothing was created: name the folder or file a run "
         "wrote, or start a run there with `contreact run CONFIG`"

@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.sqlite_file import (
     busy_timeout_ms,
     prepare_sqlite_file,
@@ -207,6 +208,9 @@ def open_saver(storage: Storage | None) -> Iterator[BaseCheckpointSaver[Any]]:
     if storage is None:
         yield InMemorySaver(serde=serializer())
         return
+    # Our tables first: a storage that must exist is checked before anything is made, and
+    # its database is brought up to date.
+    engine_for(storage)
     if storage.is_sqlite:
         conn = connect_sqlite(storage)
         try:

@@ -149,9 +149,10 @@ def _status(name: str, as_json: bool) -> None:
     from contreact.checkpoints.engines import engine_for
     from contreact.studies.status import BatchWatch
 
-    watch = BatchWatch.of_batch(engine_for(storage()), name)
+    where = storage().existing()
+    watch = BatchWatch.of_batch(engine_for(where), name)
     if not watch.views:
-        raise BadInputError(f"no runs of a batch named {name} in {storage().data_dir}")
+        raise BadInputError(f"no runs of a batch named {name} in {where.shown}")
     watch.poll()
     if as_json:
         now = time.time()
@@ -192,7 +193,7 @@ def _status(name: str, as_json: bool) -> None:
         out.print(f"{host}: {counts}", markup=False)
 
 
-@command()
+@command(creates=True)
 def batch(
     config: Annotated[
         Path | None,
@@ -321,10 +322,10 @@ def worker(
             "`contreact batch CONFIG` drives a study on this machine)"
         )
     from contreact.checkpoints.fencing import worker_name
-    from contreact.studies.queue import prepare
+    from contreact.studies.queue import prepare_to_work
     from contreact.studies.worker import Worker
 
-    prepare(where)
+    prepare_to_work(where)
 
     def notify(run_id: str, what: str) -> None:
         out.print(f"  {run_id}: {what}", markup=False)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # `list` and `status` must start fast (see contreact/cli/app.py).
 
 
-@command()
+@command(creates=True)
 def run(
     config: Annotated[Path, typer.Argument(help="YAML run configuration.")],
     model: Annotated[str | None, typer.Option(help="Override the config's model.")] = None,
@@ -116,12 +116,14 @@ def resume(
     finish(outcome)
 
 
-def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int], Path]:
-    """Runs (all, or the one named), their finished-cycle counts, and the data directory.
+def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int], Path | None]:
+    """Runs (all, or the one named), their finished-cycle counts, and their logs' folder.
 
     On the default SQLite file this reads with the standard library (`checkpoints.peek`),
     which keeps `list` and `status` clear of SQLAlchemy's import time; anything else, or a
-    database that read cannot take, goes through the registry.
+    database that read cannot take, goes through the registry. The logs' folder is None for
+    a database URL: a run's log is in the database, and the JSONL copy on disk is the one
+    of whichever machine drove it.
     """
     from contreact.checkpoints import peek
 
@@ -129,7 +131,11 @@ def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int
     found = None
     if folder is not None:
         try:
-            found = peek.read_runs(folder, run_id), peek.cycle_counts(folder, run_id), folder
+            found = (
+                peek.read_runs(folder, run_id),
+                peek.cycle_counts(folder, run_id),
+                folder / "logs",
+            )
         except peek.Unreadable:
             pass
     if found is None:
@@ -141,9 +147,9 @@ def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int
         engine = engine_for(where)
         records = list_runs(engine) if run_id is None else [get_run(engine, run_id)]
         counts = {r.run_id: len(cycle_records(engine, r.run_id)) for r in records}
-        found = records, counts, where.data_dir
-    records, counts, data_dir = found
-    return _studio_pauses(records), counts, data_dir
+        found = records, counts, where.logs_dir if where.is_sqlite else None
+    records, counts, logs = found
+    return _studio_pauses(records), counts, logs
 
 
 def _studio_pauses(records: list[RunRecord]) -> list[RunRecord]:
@@ -168,7 +174,7 @@ def _studio_pauses(records: list[RunRecord]) -> list[RunRecord]:
 
 
 def _run_summary(run_id: str) -> dict[str, Any]:
-    (record,), counts, data_dir = _registry(run_id)
+    (record,), counts, logs = _registry(run_id)
     return {
         "run_id": record.run_id,
         "status": record.shown_status,
@@ -189,7 +195,9 @@ def _run_summary(run_id: str) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "process_alive": record.driven if record.status == "running" else None,
-        "log": str(data_dir / "logs" / f"{run_id}.jsonl"),  # as checkpoints.event_mirror.log_path
+        # As checkpoints.event_mirror.log_path; with a database URL the log is in the
+        # database (`contreact export RUN`), never a file on whichever machine drove it.
+        "log": None if logs is None else str(logs / f"{run_id}.jsonl"),
     }
 
 
@@ -330,7 +338,7 @@ def memory(
     )
 
 
-@command(touches_runs=False)
+@command(touches_runs=False, creates=True)
 def demo(
     cycles: Annotated[int, typer.Option(help="How many cycles to run.")] = 3,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Name of the demo run.")] = None,
@@ -448,7 +456,7 @@ def fork(
     finish(outcome)
 
 
-@command()
+@command(creates=True)
 def doctor(
     config: Annotated[Path | None, typer.Argument(help="Check what this run config needs.")] = None,
     model: Annotated[str | None, typer.Option(help="The model to check.")] = None,

@@ -157,7 +157,7 @@ def test_reading_a_missing_folder_creates_nothing(tmp_path: Path) -> None:
     typo = tmp_path / "rnus"
     with pytest.raises(StorageNotFoundError) as caught:
         engine_for(resolve_storage(typo).existing())
-    assert str(caught.value).startswith(f"no contreact database in {typo} (it has no contreact.db)")
+    assert str(caught.value).startswith(f"no contreact database in {typo} (no such folder);")
     assert not typo.exists()
     missing = tmp_path / "elsewhere.db"
     with pytest.raises(StorageNotFoundError, match=f"no contreact database at {missing};"):
