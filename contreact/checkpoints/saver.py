@@ -170,6 +170,12 @@ SETUP_UNLOCK = "SELECT pg_advisory_unlock(hashtext('contreact_checkpoint_setup')
 SETUP_POLL_S = 0.05
 
 
+def _fetched(conn: Any, query: str) -> Any:
+    """The one value `query` selects (the saver's connection gives rows as dicts)."""
+    row = conn.execute(query).fetchone()
+    return None if row is None else next(iter(row.values()))
+
+
 @cache
 def _postgres_saver() -> Any:
     from langgraph.checkpoint.postgres import PostgresSaver
@@ -179,25 +185,30 @@ def _postgres_saver() -> Any:
 
         def setup(self) -> None:
             """LangGraph's migrations, under a lock unless every one has run (`SETUP_LOCK`)."""
-            if self._migrated():
-                return
+            import psycopg
+
             conn = self.conn
-            while not conn.execute(SETUP_LOCK).fetchone()["pg_try_advisory_lock"]:
+            if not isinstance(conn, psycopg.Connection):
+                super().setup()  # a pool: no one session to hold the lock (not ours)
+                return
+            if self._migrated(conn):
+                return
+            while not _fetched(conn, SETUP_LOCK):
                 time.sleep(SETUP_POLL_S)
             try:
                 super().setup()
             finally:
                 conn.execute(SETUP_UNLOCK)
 
-        def _migrated(self) -> bool:
+        def _migrated(self, conn: Any) -> bool:
             """Whether the database holds every migration of this LangGraph (one query)."""
             import psycopg
 
             try:  # an autocommit connection: a failed statement leaves nothing open
-                row = self.conn.execute("SELECT max(v) AS v FROM checkpoint_migrations").fetchone()
+                found = _fetched(conn, "SELECT max(v) FROM checkpoint_migrations")
             except psycopg.errors.UndefinedTable:
                 return False
-            return row is not None and row["v"] == len(self.MIGRATIONS) - 1
+            return bool(found == len(self.MIGRATIONS) - 1)
 
     return ContreactPostgresSaver
 

@@ -120,22 +120,17 @@ def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int
     """Runs (all, or the one named), their finished-cycle counts, and their logs' folder.
 
     On the default SQLite file this reads with the standard library (`checkpoints.peek`),
-    which keeps `list` and `status` clear of SQLAlchemy's import time; anything else, or a
-    database that read cannot take, goes through the registry. The logs' folder is None for
-    a database URL: a run's log is in the database, and the JSONL copy on disk is the one
-    of whichever machine drove it.
+    which keeps `list` and `status` clear of SQLAlchemy's import time; anything else goes
+    through the registry. No logs' folder with a database URL: the log is in the database.
     """
     from contreact.checkpoints import peek
 
     folder = sqlite_folder()
-    found = None
+    found: tuple[list[RunRecord], dict[str, int], Path | None] | None = None
     if folder is not None:
         try:
-            found = (
-                peek.read_runs(folder, run_id),
-                peek.cycle_counts(folder, run_id),
-                folder / "logs",
-            )
+            read = peek.read_runs(folder, run_id), peek.cycle_counts(folder, run_id)
+            found = (*read, folder / "logs")
         except peek.Unreadable:
             pass
     if found is None:
@@ -195,9 +190,7 @@ def _run_summary(run_id: str) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "process_alive": record.driven if record.status == "running" else None,
-        # As checkpoints.event_mirror.log_path; with a database URL the log is in the
-        # database (`contreact export RUN`), never a file on whichever machine drove it.
-        "log": None if logs is None else str(logs / f"{run_id}.jsonl"),
+        "log": None if logs is None else str(logs / f"{run_id}.jsonl"),  # as event_mirror's
     }
 
 

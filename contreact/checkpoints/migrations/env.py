@@ -6,16 +6,17 @@ transaction (and under the lock) of the connection handed over in `config.attrib
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from alembic import context
+from alembic.autogenerate.api import AutogenContext
 
 from contreact.checkpoints.migrations import VERSION_TABLE, ours
 from contreact.checkpoints.schema import metadata
 from contreact.checkpoints.stored_text import EscapedText
 
 
-def render_item(kind: str, item: Any, autogen_context: Any) -> str | bool:
+def render_item(kind: str, item: Any, autogen_context: AutogenContext) -> str | Literal[False]:
     """Autogenerate writes a stored-text column as the plain type it is in the database."""
     if kind == "type" and isinstance(item, EscapedText):
         return f"sa.{item.impl_instance!r}"
