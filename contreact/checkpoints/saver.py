@@ -189,7 +189,7 @@ def _postgres_saver() -> Any:
 
             conn = self.conn
             if not isinstance(conn, psycopg.Connection):
-                super().setup()  # a pool: no one session to hold the lock (not ours)
+                super().setup()  # a pool (contreact opens one connection): no session to lock
                 return
             if self._migrated(conn):
                 return
