@@ -108,15 +108,9 @@ RESUME_TARGETS: list[tuple[str, str, str, str]] = [
         "",
     ),
     (
-        "tables created if missing (metadata.create_all)",
-        "contreact.checkpoints.schema",
-        "metadata.create_all",
-        "database engine (engine_for)",
-    ),
-    (
-        "columns added if missing (_add_missing_columns)",
-        "contreact.checkpoints.schema",
-        "_add_missing_columns",
+        "schema version check, or upgrade (bring_up_to_date)",
+        "contreact.checkpoints.engines",
+        "bring_up_to_date",
         "database engine (engine_for)",
     ),
     ("fork test (nodes.step.lineage_of)", "contreact.nodes.step", "lineage_of", ""),

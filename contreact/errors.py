@@ -36,6 +36,13 @@ class LeaseLostError(Exception):
         )
 
 
+class StorageNotFoundError(Exception):
+    """The storage a command reads does not exist, and reading never creates it.
+
+    The message is the line: what was looked at and that nothing was created there.
+    """
+
+
 class MissingExtraError(ImportError):
     """An optional extra's packages are needed and not installed (e.g. pandas: `analysis`)."""
 
@@ -97,6 +104,8 @@ def known_error(exc: BaseException, storage_shown: Callable[[], str]) -> tuple[s
         return str(exc), 2
     if isinstance(exc, LeaseLostError):
         return str(exc), 1
+    if isinstance(exc, StorageNotFoundError):
+        return str(exc), 2
     if isinstance(exc, NotWaitingError):
         return f"run {run} is not waiting for the operator (see `contreact operator`)", 2
     if is_error(exc, "contreact.engine.replies", "AlreadyAnsweredError"):

@@ -33,9 +33,9 @@ def postgres_backend(tmp_path: Path) -> Iterator[Backend]:
         yield backend
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request: pytest.FixtureRequest) -> Backend:
-    """Each storage backend in turn."""
+    """Each storage backend in turn (the PostgreSQL one marked `postgres`)."""
     fixture = "postgres_backend" if request.param == "postgres" else "sqlite_backend"
     return request.getfixturevalue(fixture)  # type: ignore[no-any-return]
 

@@ -357,8 +357,10 @@ def load(
         MissingExtraError: pandas/pyarrow are not installed (`contreact[analysis]`).
         AnalysisInputError: Nothing was named, or a batch has no runs.
         RunNotFoundError: A named run does not exist.
+        StorageNotFoundError: The storage does not exist (nothing is created there).
+        StorageFault: The database cannot be reached or used (one line).
     """
     require_pandas()
-    engine = engine_for(as_storage(storage))
+    engine = engine_for(as_storage(storage).existing())
     rows = tables_of(engine, select_runs(engine, _names(runs), _names(batch)))
     return RunTables(**{name: frame(name, rows[name]) for name in TABLES})

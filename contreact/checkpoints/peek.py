@@ -5,7 +5,8 @@ Importing SQLAlchemy takes longer than the whole start-up budget of `contreact l
 read the registry and the finished-cycle counts here with `sqlite3`. Anything this cannot
 answer exactly (PostgreSQL, a database missing or of another schema version, a locked
 file) raises `Unreadable`, and the command takes the full path through
-`checkpoints.registry`, which also creates or upgrades the tables.
+`checkpoints.registry`, which upgrades the tables of an older database and reports a
+storage that does not exist (`checkpoints.engines`).
 """
 
 from __future__ import annotations

@@ -215,9 +215,8 @@ def record_plan(engine: Engine, batch: str, planned: list[tuple[str, str, int]])
     starting the same batch at once both try: the one that loses the race finds the plan
     stored, which is all it wanted.
     """
-    from contreact.checkpoints.schema import batch_runs, ensure_schema
+    from contreact.checkpoints.schema import batch_runs
 
-    ensure_schema(engine)
     try:
         with engine.begin() as conn:
             stored = {

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from contreact.checkpoints.engines import engine_for
 from contreact.checkpoints.sqlite_file import (
     busy_timeout_ms,
     prepare_sqlite_file,
@@ -30,6 +32,7 @@ from contreact.checkpoints.sqlite_file import (
     truncate_wal,
 )
 from contreact.checkpoints.storage import Storage
+from contreact.checkpoints.stored_text import json_dumps, json_loads
 
 ALLOWED_TYPES = [("contreact.ollama.client", "ModelCallError")]
 """Our own types LangGraph may find in a checkpoint: a failed model call is stored as the
@@ -141,12 +144,71 @@ def _sqlite_saver() -> Any:
     return ContreactSqliteSaver
 
 
+def store_any_text(conn: Any) -> None:
+    """Make a psycopg connection's `jsonb` values hold any text, NUL included.
+
+    LangGraph's PostgreSQL savers keep a checkpoint's plain values (a state's strings: the
+    model's final answer among them) and its metadata in `jsonb`, which refuses NUL; the
+    rest goes to `bytea` blobs, which take anything. This connection writes and reads its
+    JSON through `stored_text.json_dumps` and `json_loads`, which escape such strings
+    reversibly (as every text column of contreact's own tables does).
+    """
+    from psycopg.types.json import set_json_dumps, set_json_loads
+
+    set_json_dumps(json_dumps, conn)
+    set_json_loads(json_loads, conn)
+
+
+SETUP_LOCK = "SELECT pg_try_advisory_lock(hashtext('contreact_checkpoint_setup'))"
+"""Taken while LangGraph's PostgreSQL migrations run: processes starting together on a new
+database would race to create the same tables and types, and all but one would fail.
+Tried, not waited for: a statement waiting on the lock holds a snapshot, and the
+migrations' `CREATE INDEX CONCURRENTLY` waits for every snapshot older than its own."""
+
+SETUP_UNLOCK = "SELECT pg_advisory_unlock(hashtext('contreact_checkpoint_setup'))"
+
+SETUP_POLL_S = 0.05
+
+
+def _fetched(conn: Any, query: str) -> Any:
+    """The one value `query` selects (the saver's connection gives rows as dicts)."""
+    row = conn.execute(query).fetchone()
+    return None if row is None else next(iter(row.values()))
+
+
 @cache
 def _postgres_saver() -> Any:
     from langgraph.checkpoint.postgres import PostgresSaver
 
     class ContreactPostgresSaver(ShortVersions, PostgresSaver):
-        """PostgresSaver with shorter channel versions for new threads."""
+        """PostgresSaver with shorter channel versions for new threads, set up one at a time."""
+
+        def setup(self) -> None:
+            """LangGraph's migrations, under a lock unless every one has run (`SETUP_LOCK`)."""
+            import psycopg
+
+            conn = self.conn
+            if not isinstance(conn, psycopg.Connection):
+                super().setup()  # a pool (contreact opens one connection): no session to lock
+                return
+            if self._migrated(conn):
+                return
+            while not _fetched(conn, SETUP_LOCK):
+                time.sleep(SETUP_POLL_S)
+            try:
+                super().setup()
+            finally:
+                conn.execute(SETUP_UNLOCK)
+
+        def _migrated(self, conn: Any) -> bool:
+            """Whether the database holds every migration of this LangGraph (one query)."""
+            import psycopg
+
+            try:  # an autocommit connection: a failed statement leaves nothing open
+                found = _fetched(conn, "SELECT max(v) FROM checkpoint_migrations")
+            except psycopg.errors.UndefinedTable:
+                return False
+            return bool(found == len(self.MIGRATIONS) - 1)
 
     return ContreactPostgresSaver
 
@@ -157,6 +219,9 @@ def open_saver(storage: Storage | None) -> Iterator[BaseCheckpointSaver[Any]]:
     if storage is None:
         yield InMemorySaver(serde=serializer())
         return
+    # Our tables first: a storage that must exist is checked before anything is made, and
+    # its database is brought up to date.
+    engine_for(storage)
     if storage.is_sqlite:
         conn = connect_sqlite(storage)
         try:
@@ -169,5 +234,6 @@ def open_saver(storage: Storage | None) -> Iterator[BaseCheckpointSaver[Any]]:
         return
     with _postgres_saver().from_conn_string(storage.libpq_url) as pg_saver:
         pg_saver.serde = serializer()
+        store_any_text(pg_saver.conn)
         pg_saver.setup()
         yield pg_saver

@@ -1,72 +1,64 @@
-"""The tables contreact keeps beside the checkpoints, and bringing a database up to them.
+"""The tables contreact keeps beside the checkpoints.
 
 Checkpoints, memory, the run registry, the event log and the side-effect journal live in
 one database (a SQLite file in the data directory, or PostgreSQL by URL) so that a side
 effect and its record can commit in one transaction: that is what makes crash + resume
-exactly-once. The tables are declared here once for both backends; a new database gets
-them all, and one made by an older contreact gets the columns added since.
+exactly-once. The tables are declared here once for both backends; the Alembic revisions
+in `checkpoints/migrations` make and change them (`checkpoints.migrate`), and a change here
+comes with a revision there. Every text column stores any text (`checkpoints.stored_text`).
 """
 
 from __future__ import annotations
-
-import hashlib
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
-    Engine,
     Float,
     Index,
     Integer,
     MetaData,
-    String,
     Table,
-    Text,
     UniqueConstraint,
-    delete,
-    insert,
-    inspect,
-    select,
-    text,
 )
-from sqlalchemy.exc import DBAPIError
+
+from contreact.checkpoints.stored_text import StoredString, StoredText
 
 metadata = MetaData()
 
 runs = Table(
     "contreact_runs",
     metadata,
-    Column("run_id", String(200), primary_key=True),
-    Column("thread_id", String(64), nullable=False, unique=True),
-    Column("status", String(20), nullable=False),
-    Column("model", String(200), nullable=False),
-    Column("host", String(500), nullable=False, default=""),
-    Column("config", Text, nullable=False),
-    Column("reason", Text, nullable=False, default=""),
-    Column("parent_run_id", String(200), nullable=True),
+    Column("run_id", StoredString(200), primary_key=True),
+    Column("thread_id", StoredString(64), nullable=False, unique=True),
+    Column("status", StoredString(20), nullable=False),
+    Column("model", StoredString(200), nullable=False),
+    Column("host", StoredString(500), nullable=False, default=""),
+    Column("config", StoredText, nullable=False),
+    Column("reason", StoredText, nullable=False, default=""),
+    Column("parent_run_id", StoredString(200), nullable=True),
     Column("fork_cycle", Integer, nullable=True),
-    Column("batch", String(200), nullable=True, index=True),
+    Column("batch", StoredString(200), nullable=True, index=True),
     Column("pid", Integer, nullable=True),
-    Column("origin", String(20), nullable=False, default="cli", server_default="cli"),
+    Column("origin", StoredString(20), nullable=False, default="cli", server_default="cli"),
     # Epoch seconds, refreshed every second while a process drives the run: a run whose
     # heartbeat stopped is interrupted, whatever machine or container drove it.
     Column("heartbeat", Float, nullable=True),
-    Column("driver_host", String(255), nullable=True),
-    Column("created_at", String(40), nullable=False),
-    Column("updated_at", String(40), nullable=False),
+    Column("driver_host", StoredString(255), nullable=True),
+    Column("created_at", StoredString(40), nullable=False),
+    Column("updated_at", StoredString(40), nullable=False),
 )
 
 events = Table(
     "contreact_events",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("run_id", String(200), nullable=False),
-    Column("key", String(200), nullable=False),
+    Column("run_id", StoredString(200), nullable=False),
+    Column("key", StoredString(200), nullable=False),
     Column("cycle", Integer, nullable=False),
-    Column("event_type", String(40), nullable=False),
-    Column("timestamp", String(40), nullable=False),
-    Column("payload", Text, nullable=False),
+    Column("event_type", StoredString(40), nullable=False),
+    Column("timestamp", StoredString(40), nullable=False),
+    Column("payload", StoredText, nullable=False),
     UniqueConstraint("run_id", "key", name="uq_contreact_events_run_key"),
     # A run's events by cycle (a cycle's errors, a report's window, a fork point): read
     # through the index, not by scanning every event of the run. It serves run-only
@@ -77,10 +69,10 @@ events = Table(
 journal = Table(
     "contreact_journal",
     metadata,
-    Column("run_id", String(200), primary_key=True),
-    Column("key", String(200), primary_key=True),
+    Column("run_id", StoredString(200), primary_key=True),
+    Column("key", StoredString(200), primary_key=True),
     Column("cycle", Integer, nullable=False),
-    Column("result", Text, nullable=False),
+    Column("result", StoredText, nullable=False),
     # A ledger loads only its scope's latest cycles (`journal._Recorded`): a seek, not a
     # scan of every record of the run.
     Index("ix_contreact_journal_run_cycle", "run_id", "cycle"),
@@ -89,43 +81,43 @@ journal = Table(
 memories = Table(
     "contreact_memories",
     metadata,
-    Column("run_id", String(200), primary_key=True),
-    Column("key", Text, primary_key=True),
-    Column("value", Text, nullable=False),
+    Column("run_id", StoredString(200), primary_key=True),
+    Column("key", StoredText, primary_key=True),
+    Column("value", StoredText, nullable=False),
 )
 
 lineages = Table(
     "contreact_lineages",
     metadata,
-    Column("scope", String(300), primary_key=True),
-    Column("run_id", String(200), nullable=False, index=True),
-    Column("parent_scope", String(300), nullable=False),
-    Column("thread_id", String(64), nullable=False),
-    Column("checkpoint_id", String(64), nullable=False),
+    Column("scope", StoredString(300), primary_key=True),
+    Column("run_id", StoredString(200), nullable=False, index=True),
+    Column("parent_scope", StoredString(300), nullable=False),
+    Column("thread_id", StoredString(64), nullable=False),
+    Column("checkpoint_id", StoredString(64), nullable=False),
     Column("cycle", Integer, nullable=False),
     Column("steps", Integer, nullable=False),
     Column("steps_done", Integer, nullable=False),
-    Column("created_at", String(40), nullable=False),
+    Column("created_at", StoredString(40), nullable=False),
 )
 """Branches of runs: each scope (see `checkpoints.lineage`) and where it left its parent."""
 
 cycles = Table(
     "contreact_cycles",
     metadata,
-    Column("run_id", String(200), primary_key=True),
+    Column("run_id", StoredString(200), primary_key=True),
     Column("cycle", Integer, primary_key=True),
-    Column("opening", Text, nullable=False, default="", server_default=""),
-    Column("reflection", Text, nullable=False),
-    Column("metrics", Text, nullable=False),
-    Column("flags", Text, nullable=False),
+    Column("opening", StoredText, nullable=False, default="", server_default=""),
+    Column("reflection", StoredText, nullable=False),
+    Column("metrics", StoredText, nullable=False),
+    Column("flags", StoredText, nullable=False),
     Column("similarity", Float, nullable=True),
-    Column("advisory", Text, nullable=True),
+    Column("advisory", StoredText, nullable=True),
 )
 
 similarity_keys = Table(
     "contreact_similarity_keys",
     metadata,
-    Column("run_id", String(200), primary_key=True),
+    Column("run_id", StoredString(200), primary_key=True),
     Column("key", BigInteger, primary_key=True, autoincrement=False),
     Column("cycle", Integer, primary_key=True, autoincrement=False),
     sqlite_with_rowid=False,
@@ -137,18 +129,18 @@ key, not by comparing it with every earlier one (see `checkpoints.similarity_ind
 pei = Table(
     "contreact_pei",
     metadata,
-    Column("run_id", String(200), primary_key=True),
-    Column("evaluator", String(200), primary_key=True),
-    Column("fork_run_id", String(200), nullable=False),
+    Column("run_id", StoredString(200), primary_key=True),
+    Column("evaluator", StoredString(200), primary_key=True),
+    Column("fork_run_id", StoredString(200), nullable=False),
     Column("at_cycle", Integer, nullable=False),
     Column("level", Integer, nullable=True),
-    Column("reason", Text, nullable=False, default=""),
-    Column("answer", Text, nullable=False),
-    Column("instrument_sha", String(64), nullable=False),
-    Column("created_at", String(40), nullable=False),
-    Column("omitted", Text, nullable=True),
+    Column("reason", StoredText, nullable=False, default=""),
+    Column("answer", StoredText, nullable=False),
+    Column("instrument_sha", StoredString(64), nullable=False),
+    Column("created_at", StoredString(40), nullable=False),
+    Column("omitted", StoredText, nullable=True),
     Column("manual", Boolean, nullable=False, server_default="0"),
-    Column("options", Text, nullable=True),
+    Column("options", StoredText, nullable=True),
 )
 """One PEI rating per (rated run, evaluator model); `level` is None when none was parsed.
 
@@ -159,19 +151,19 @@ with (None: rated before they were recorded, or set by hand)."""
 pei_repeats = Table(
     "contreact_pei_repeats",
     metadata,
-    Column("run_id", String(200), primary_key=True),
-    Column("evaluator", String(200), primary_key=True),
+    Column("run_id", StoredString(200), primary_key=True),
+    Column("evaluator", StoredString(200), primary_key=True),
     Column("repeat", Integer, primary_key=True, autoincrement=False),
-    Column("fork_run_id", String(200), nullable=False),
+    Column("fork_run_id", StoredString(200), nullable=False),
     Column("at_cycle", Integer, nullable=False),
     Column("level", Integer, nullable=True),
-    Column("reason", Text, nullable=False, default=""),
-    Column("answer", Text, nullable=False),
-    Column("instrument_sha", String(64), nullable=False),
-    Column("created_at", String(40), nullable=False),
-    Column("omitted", Text, nullable=True),
+    Column("reason", StoredText, nullable=False, default=""),
+    Column("answer", StoredText, nullable=False),
+    Column("instrument_sha", StoredString(64), nullable=False),
+    Column("created_at", StoredString(40), nullable=False),
+    Column("omitted", StoredText, nullable=True),
     Column("manual", Boolean, nullable=False, server_default="0"),
-    Column("options", Text, nullable=True),
+    Column("options", StoredText, nullable=True),
 )
 """The same question asked again (`pei --repeat K`): repeat 2, 3, ... of a rating, each with
 its own seed in `options`; repeat 1 is the rating in `contreact_pei`."""
@@ -180,10 +172,10 @@ its own seed in `options`; repeat 1 is the rating in `contreact_pei`."""
 batch_runs = Table(
     "contreact_batch_runs",
     metadata,
-    Column("batch", String(200), primary_key=True),
-    Column("run_id", String(200), primary_key=True),
+    Column("batch", StoredString(200), primary_key=True),
+    Column("run_id", StoredString(200), primary_key=True),
     Column("position", Integer, nullable=False),
-    Column("model", String(200), nullable=False),
+    Column("model", StoredString(200), nullable=False),
     Column("cycles", Integer, nullable=False),
 )
 """The runs a batch plans, in its order, written before any starts: a batch's status lists
@@ -193,10 +185,10 @@ the runs that have not started too, from any machine that sees the storage."""
 leases = Table(
     "contreact_leases",
     metadata,
-    Column("run_id", String(200), primary_key=True),
+    Column("run_id", StoredString(200), primary_key=True),
     Column("token", BigInteger, nullable=False),
-    Column("worker", String(300), nullable=False, default=""),
-    Column("host", String(500), nullable=False, default=""),
+    Column("worker", StoredString(300), nullable=False, default=""),
+    Column("host", StoredString(500), nullable=False, default=""),
     Column("job_id", BigInteger, nullable=True),
     Column("taken_at", Float, nullable=False),
     Column("released", Boolean, nullable=False, default=False),
@@ -212,108 +204,11 @@ so an older token stays refused."""
 operator_replies = Table(
     "contreact_operator_replies",
     metadata,
-    Column("run_id", String(200), primary_key=True),
-    Column("ask", String(64), primary_key=True),
-    Column("reply", Text, nullable=False),
-    Column("created_at", String(40), nullable=False),
+    Column("run_id", StoredString(200), primary_key=True),
+    Column("ask", StoredString(64), primary_key=True),
+    Column("reply", StoredText, nullable=False),
+    Column("created_at", StoredString(40), nullable=False),
 )
 """The operator's answers to agents' messages, one per message at most: `ask` is the saved
 checkpoint the run waits on for it. The key lets one reply win when two are sent at once;
 the run's next drive, in any process, answers the agent with it (`engine.replies`)."""
-
-
-schema_marks = Table(
-    "contreact_schema",
-    metadata,
-    Column("fingerprint", String(64), primary_key=True),
-)
-"""The fingerprint of the table definitions the database was last brought up to."""
-
-
-def schema_fingerprint() -> str:
-    """A hash of every contreact table's name, columns (name, type) and indexes."""
-    digest = hashlib.sha256()
-    for table in metadata.sorted_tables:
-        digest.update(f"table {table.name}\n".encode())
-        for column in table.columns:
-            digest.update(f"{column.name} {column.type!r} {column.nullable}\n".encode())
-        for index in sorted(table.indexes, key=lambda i: str(i.name)):
-            digest.update(f"index {index.name}\n".encode())
-    return digest.hexdigest()
-
-
-def ensure_schema(engine: Engine) -> None:
-    """Create or update the tables, unless the database says it is up to date.
-
-    Inspecting every table costs a round trip per table and column list (a third of a
-    second on PostgreSQL, paid by every command and every resume), so a database that
-    already carries this version's fingerprint is trusted and left alone.
-    """
-    fingerprint = schema_fingerprint()
-    try:
-        with engine.connect() as conn:
-            marked = conn.execute(
-                select(schema_marks.c.fingerprint).where(schema_marks.c.fingerprint == fingerprint)
-            ).first()
-        if marked is not None:
-            return
-    except DBAPIError:
-        pass  # a new database, or one made before the fingerprint existed
-    metadata.create_all(engine)
-    _add_missing_columns(engine)
-    _update_indexes(engine)
-    try:
-        with engine.begin() as conn:
-            conn.execute(delete(schema_marks))
-            conn.execute(insert(schema_marks).values(fingerprint=fingerprint))
-    except DBAPIError:
-        pass  # another process marked it at the same moment
-
-
-_DROPPED_INDEXES = {"contreact_events": ("ix_contreact_events_run_id",)}
-"""Indexes an older contreact made that a newer one covers (dropped: each costs bytes per row)."""
-
-
-def _update_indexes(engine: Engine) -> None:
-    """Create the indexes a table made by an older contreact lacks, drop superseded ones.
-
-    `create_all` makes indexes only with the tables it creates.
-    """
-    existing = inspect(engine)
-    for table in metadata.sorted_tables:
-        if not existing.has_table(table.name):
-            continue
-        present = {i["name"] for i in existing.get_indexes(table.name)}
-        for index in table.indexes:
-            if index.name not in present:
-                index.create(engine, checkfirst=True)
-        for name in _DROPPED_INDEXES.get(table.name, ()):
-            if name in present:
-                with engine.begin() as conn:
-                    conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
-
-
-def _add_missing_columns(engine: Engine) -> None:
-    """Bring tables made by an older contreact up to date (new columns only ever get added).
-
-    Every column added after a release is nullable or has a server default, so adding it
-    to an existing table is safe and keeps the rows.
-    """
-    existing = inspect(engine)
-    for table in metadata.sorted_tables:
-        if not existing.has_table(table.name):
-            continue
-        present = {c["name"] for c in existing.get_columns(table.name)}
-        for column in table.columns:
-            if column.name in present:
-                continue
-            kind = column.type.compile(engine.dialect)
-            default = ""
-            if column.server_default is not None:
-                default = f" DEFAULT '{column.server_default.arg}'"  # type: ignore[attr-defined]
-            elif not column.nullable:
-                default = " DEFAULT ''"
-            with engine.begin() as conn:
-                conn.execute(
-                    text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}{default}")
-                )

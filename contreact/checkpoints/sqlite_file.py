@@ -156,3 +156,24 @@ def prepare_sqlite_file(path: Path) -> None:
             pass  # another process created it first: theirs is as good
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def holds_contreact_tables(path: Path) -> bool:
+    """Whether the SQLite file at `path` holds contreact's run registry, read without writing.
+
+    Opened read-only: SQLAlchemy's connections switch a file to WAL as they connect, which
+    would change a file that turns out not to be contreact's.
+    """
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return True  # let the engine's own connection say what is wrong with the file
+    try:
+        found = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'contreact_runs'"
+        ).fetchone()
+    except sqlite3.Error:
+        return True
+    finally:
+        conn.close()
+    return found is not None

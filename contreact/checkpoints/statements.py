@@ -12,11 +12,13 @@ import importlib
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from sqlalchemy import Engine, Table, bindparam
 
+from contreact.checkpoints.stored_text import EscapedText
 from contreact.checkpoints.transactions import Tx, reading
 
 
@@ -37,14 +39,15 @@ class Prepared:
     wrappers) cost several times the query itself. A `Prepared` statement is the same
     SQL, compiled by SQLAlchemy from the same table definitions, with its parameters
     bound by name in the order the compiled text wants them. Only text and number
-    columns pass through here, which both drivers take and return as they are (no
-    SQLAlchemy type processing is skipped).
+    columns pass through here; the one processing their types ask for (text escaped
+    where the backend cannot store it, `checkpoints.stored_text`) is applied here too.
     """
 
     def __init__(self, build: Callable[[str], Any]) -> None:
         """`build(dialect_name)`: the statement (bound parameters named, values left out)."""
         self._build = build
         self._compiled: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._processing: dict[str, _Processing] = {}
         _MADE.add(self)
 
     def sql(self, dialect: str) -> tuple[str, tuple[str, ...]]:
@@ -57,18 +60,37 @@ class Prepared:
                 compiled_with = _dialect("postgresql").psycopg.dialect(paramstyle="format")
             else:  # pragma: no cover - only the two supported backends reach here
                 raise RuntimeError(f"unsupported database dialect {dialect}")
-            compiled = self._build(dialect).compile(dialect=compiled_with)
+            statement = self._build(dialect)
+            compiled = statement.compile(dialect=compiled_with)
             found = (str(compiled), tuple(compiled.positiontup or ()))
             self._compiled[dialect] = found
+            self._processing[dialect] = _processing(statement, compiled, found[1])
         return found
+
+    def _params(self, dialect: str, params: dict[str, Any]) -> tuple[Any, ...]:
+        """The parameters in binding order, each as its column's type stores it."""
+        names = self.sql(dialect)[1]
+        binds = self._processing[dialect].binds
+        if binds is None:
+            return tuple(params[n] for n in names)
+        pairs = zip(names, binds, strict=True)
+        return tuple(params[n] if f is None else f(params[n]) for n, f in pairs)
+
+    def _row(self, dialect: str, row: Sequence[Any]) -> tuple[Any, ...]:
+        """A result row, each value as its column's type reads it back."""
+        results = self._processing[dialect].results
+        if results is None:
+            return tuple(row)
+        return tuple(v if f is None else f(v) for v, f in zip(row, results, strict=True))
 
     @contextmanager
     def _cursor(self, conn: Tx, params: dict[str, Any]) -> Iterator[Any]:
         """The DBAPI cursor the statement ran on, in `conn`'s transaction; closed after."""
-        sql, names = self.sql(conn.dialect.name)
+        dialect = conn.dialect.name
+        sql, _ = self.sql(dialect)
         cursor = conn.connection.cursor()
         try:
-            cursor.execute(sql, tuple(params[n] for n in names))
+            cursor.execute(sql, self._params(dialect, params))
             yield cursor
         finally:
             cursor.close()
@@ -83,23 +105,25 @@ class Prepared:
 
         On PostgreSQL the driver pipelines them: one round trip for all.
         """
-        sql, names = self.sql(conn.dialect.name)
+        dialect = conn.dialect.name
+        sql, _ = self.sql(dialect)
         cursor = conn.connection.cursor()
         try:
-            cursor.executemany(sql, [tuple(row[n] for n in names) for row in rows])
+            cursor.executemany(sql, [self._params(dialect, row) for row in rows])
         finally:
             cursor.close()
 
     def rows(self, conn: Tx, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Every row of the result."""
+        dialect = conn.dialect.name
         with self._cursor(conn, params) as cursor:
-            return [tuple(row) for row in cursor.fetchall()]
+            return [self._row(dialect, row) for row in cursor.fetchall()]
 
     def first(self, conn: Tx, params: dict[str, Any]) -> tuple[Any, ...] | None:
         """The first row, or None."""
         with self._cursor(conn, params) as cursor:
             row = cursor.fetchone()
-            return None if row is None else tuple(row)
+            return None if row is None else self._row(conn.dialect.name, row)
 
     def rowcount(self, conn: Tx, params: dict[str, Any]) -> int:
         """Rows the statement changed."""
@@ -110,6 +134,31 @@ class Prepared:
         """Every row, read with nothing left open (`reading`)."""
         with reading(engine) as conn:
             return self.rows(conn, params)
+
+
+@dataclass(frozen=True)
+class _Processing:
+    """What a statement's text types do to its parameters and result values on one backend.
+
+    None where nothing is done (every statement on SQLite): then the values pass as they are.
+    Other types are left to the driver, as they always were.
+    """
+
+    binds: tuple[Callable[[Any], Any] | None, ...] | None
+    results: tuple[Callable[[Any], Any] | None, ...] | None
+
+
+def _processing(statement: Any, compiled: Any, names: tuple[str, ...]) -> _Processing:
+    """The processors of the bound parameters (in `names`' order) and of the result columns."""
+    dialect = compiled.dialect
+    types = [compiled.binds[n].type for n in names]
+    binds = tuple(t.bind_processor(dialect) if isinstance(t, EscapedText) else None for t in types)
+    columns = list(getattr(statement, "exported_columns", None) or ())
+    results = tuple(
+        c.type.result_processor(dialect, None) if isinstance(c.type, EscapedText) else None
+        for c in columns
+    )
+    return _Processing(binds if any(binds) else None, results if any(results) else None)
 
 
 _MADE: weakref.WeakSet[Prepared] = weakref.WeakSet()

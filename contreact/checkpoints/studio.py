@@ -47,7 +47,7 @@ from contreact.checkpoints.registry import (
     list_runs,
     set_status,
 )
-from contreact.checkpoints.saver import ShortVersions, serializer
+from contreact.checkpoints.saver import ShortVersions, serializer, store_any_text
 from contreact.checkpoints.sqlite_file import busy_timeout_ms, sqlite_pragmas
 from contreact.checkpoints.storage import Storage, resolve_storage
 
@@ -156,6 +156,7 @@ async def open_async_saver(storage: Storage) -> AsyncIterator[BaseCheckpointSave
     async with await AsyncConnection.connect(
         storage.libpq_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
     ) as conn:
+        store_any_text(conn)
         pg_saver = StudioPostgresSaver(conn, registry=registry)
         await pg_saver.setup()
         yield pg_saver

@@ -49,6 +49,8 @@ class _Options:
     db_url: str | None = None
     storage: str | None = None
     """A command's own `--storage`: a database URL or a data folder; it beats everything."""
+    creates: bool = False
+    """Whether the running command may create its storage (it starts runs); see `command`."""
     debug: bool = False
     resolved: Storage | None = None
     """The storage the command resolved last: the hints it prints name it (`cli.hints`)."""
@@ -108,7 +110,7 @@ StorageOpt = Annotated[
 
 
 def command(
-    name: str | None = None, *, touches_runs: bool = True
+    name: str | None = None, *, touches_runs: bool = True, creates: bool = False
 ) -> Callable[[Callable[P, object]], Callable[P, None]]:
     """Register the decorated function as a `contreact` command whose body runs `guarded`.
 
@@ -120,6 +122,9 @@ def command(
     Args:
         name: The command's name (default: the function's name).
         touches_runs: Whether the command reads or writes runs (it then takes `--storage`).
+        creates: Whether it starts runs, and so may create a storage that does not exist
+            yet. Every other command reads or changes runs that exist: pointed at a storage
+            that does not exist, it says so and creates nothing (`Storage.create`).
     """
 
     def register(function: Callable[P, object]) -> Callable[P, None]:
@@ -128,6 +133,7 @@ def command(
             chosen = kwargs.pop(_STORAGE_PARAM, None)
             if chosen is not None:
                 OPTIONS.storage = str(chosen)
+            OPTIONS.creates = creates
             guarded(lambda: function(*args, **kwargs))
 
         if touches_runs:
@@ -220,6 +226,7 @@ def storage(config_dir: str | None = None, config_url: str | None = None) -> Sto
 
     Without any of them it is the SQLite file in $CONTREACT_HOME or ./runs. A `--storage`
     that names a folder means that folder's SQLite file, whatever $CONTREACT_DB_URL says.
+    Only a command that starts runs may create it (see `command`).
     """
     from contreact.checkpoints.locations import DB_FILENAME
     from contreact.checkpoints.storage import resolve_storage
@@ -231,7 +238,7 @@ def storage(config_dir: str | None = None, config_url: str | None = None) -> Sto
         folder = Path(OPTIONS.storage).expanduser().resolve()
         data_dir, url = str(folder), f"sqlite:///{folder / DB_FILENAME}"
     try:
-        found = resolve_storage(data_dir, url)
+        found = resolve_storage(data_dir, url, create=OPTIONS.creates)
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
     OPTIONS.resolved = found

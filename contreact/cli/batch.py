@@ -183,9 +183,10 @@ def _status(name: str, as_json: bool, follow: bool) -> None:
 
     if follow and as_json:
         raise BadInputError("--watch follows the table as it changes; --json prints it once")
-    watch = BatchWatch.of_batch(engine_for(storage()), name)
+    where = storage().existing()
+    watch = BatchWatch.of_batch(engine_for(where), name)
     if not watch.views:
-        raise BadInputError(f"no runs of a batch named {name} in {storage().shown}")
+        raise BadInputError(f"no runs of a batch named {name} in {where.shown}")
     watch.poll()
     if as_json:
         now = time.time()
@@ -282,7 +283,7 @@ def _watch_lines(watch: BatchWatch) -> None:
     _snapshot(watch)
 
 
-@command()
+@command(creates=True)
 def batch(
     config: Annotated[
         Path | None,
@@ -430,10 +431,10 @@ def worker(
             "`contreact batch CONFIG` drives a study on this machine)"
         )
     from contreact.checkpoints.fencing import worker_name
-    from contreact.studies.queue import prepare
+    from contreact.studies.queue import prepare_to_work
     from contreact.studies.worker import Worker
 
-    prepare(where)
+    prepare_to_work(where)
 
     def notify(run_id: str, what: str) -> None:
         out.print(f"  {run_id}: {what}", markup=False)

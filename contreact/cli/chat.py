@@ -64,7 +64,7 @@ def _read(prompt: str) -> str | None:
     return None if line.strip().lower() in EXIT_WORDS else line
 
 
-@command()
+@command(creates=True)
 def chat(
     model: Annotated[str | None, typer.Option(help="Ollama model.")] = None,
     host: Annotated[str | None, typer.Option(help="Ollama host.")] = None,

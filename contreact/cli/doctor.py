@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 
-@command()
+@command(creates=True)
 def doctor(
     config: Annotated[Path | None, typer.Argument(help="Check what this run config needs.")] = None,
     model: Annotated[str | None, typer.Option(help="The model to check.")] = None,

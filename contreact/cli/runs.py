@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # `list` and `status` must start fast (see contreact/cli/app.py).
 
 
-@command()
+@command(creates=True)
 def run(
     config: Annotated[Path, typer.Argument(help="YAML run configuration.")],
     model: Annotated[str | None, typer.Option(help="Override the config's model.")] = None,
@@ -118,20 +118,21 @@ def resume(
     finish(outcome)
 
 
-def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int], Path]:
-    """Runs (all, or the one named), their finished-cycle counts, and the data directory.
+def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int], Path | None]:
+    """Runs (all, or the one named), their finished-cycle counts, and their logs' folder.
 
     On the default SQLite file this reads with the standard library (`checkpoints.peek`),
-    which keeps `list` and `status` clear of SQLAlchemy's import time; anything else, or a
-    database that read cannot take, goes through the registry.
+    which keeps `list` and `status` clear of SQLAlchemy's import time; anything else goes
+    through the registry. No logs' folder with a database URL: the log is in the database.
     """
     from contreact.checkpoints import peek
 
     folder = sqlite_folder()
-    found = None
+    found: tuple[list[RunRecord], dict[str, int], Path | None] | None = None
     if folder is not None:
         try:
-            found = peek.read_runs(folder, run_id), peek.cycle_counts(folder, run_id), folder
+            read = peek.read_runs(folder, run_id), peek.cycle_counts(folder, run_id)
+            found = (*read, folder / "logs")
         except peek.Unreadable:
             pass
     if found is None:
@@ -143,9 +144,9 @@ def _registry(run_id: str | None = None) -> tuple[list[RunRecord], dict[str, int
         engine = engine_for(where)
         records = list_runs(engine) if run_id is None else [get_run(engine, run_id)]
         counts = {r.run_id: len(cycle_records(engine, r.run_id)) for r in records}
-        found = records, counts, where.data_dir
-    records, counts, data_dir = found
-    return _studio_pauses(records), counts, data_dir
+        found = records, counts, where.logs_dir if where.is_sqlite else None
+    records, counts, logs = found
+    return _studio_pauses(records), counts, logs
 
 
 def _studio_pauses(records: list[RunRecord]) -> list[RunRecord]:
@@ -178,7 +179,7 @@ def _runnable(line: str) -> str:
 
 
 def _run_summary(run_id: str) -> dict[str, Any]:
-    (record,), counts, data_dir = _registry(run_id)
+    (record,), counts, logs = _registry(run_id)
     return {
         "run_id": record.run_id,
         "status": record.shown_status,
@@ -199,7 +200,7 @@ def _run_summary(run_id: str) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "process_alive": record.driven if record.status == "running" else None,
-        "log": str(data_dir / "logs" / f"{run_id}.jsonl"),  # as checkpoints.event_mirror.log_path
+        "log": None if logs is None else str(logs / f"{run_id}.jsonl"),  # as event_mirror's
     }
 
 
@@ -342,7 +343,7 @@ def memory(
     )
 
 
-@command(touches_runs=False)
+@command(touches_runs=False, creates=True)
 def demo(
     cycles: Annotated[int, typer.Option(help="How many cycles to run.")] = 3,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Name of the demo run.")] = None,

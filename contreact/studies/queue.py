@@ -38,6 +38,7 @@ from contreact.checkpoints.run_record import RunRecord, record_from_row
 from contreact.checkpoints.saver import open_saver
 from contreact.checkpoints.schema import runs
 from contreact.checkpoints.storage import Storage
+from contreact.errors import StorageNotFoundError
 from contreact.studies.batch import BatchSpec, short_of
 
 TASK = "contreact.drive_run"
@@ -90,6 +91,28 @@ def prepare(storage: Storage) -> None:
                 # Driver-level, without parameters: the schema's text has `%` signs of its own.
                 conn.connection.driver_connection.execute(SchemaManager.get_schema())  # type: ignore[union-attr]
         install_fences(engine)
+
+
+def prepare_to_work(storage: Storage) -> None:
+    """Ready a worker's database: its study queue must be there, and nothing is created.
+
+    A worker takes runs a `contreact batch` put on the queue. Pointed at a database that
+    holds no queue (the wrong one, most likely), it has nothing to take and says so; it
+    never makes contreact's tables or the queue's there.
+
+    Raises:
+        StorageNotFoundError: The database holds no contreact tables, or no study queue.
+    """
+    existing = storage.existing()
+    with engine_for(existing).connect() as conn:
+        present = conn.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar()
+    if present is None:
+        raise StorageNotFoundError(
+            f"database {storage.shown_url} holds no study queue (nothing was created in it): "
+            f"put a study on it with `contreact batch CONFIG --no-work --storage "
+            f"{storage.shown_url}`, or check the URL"
+        )
+    prepare(existing)
 
 
 @dataclass(frozen=True)

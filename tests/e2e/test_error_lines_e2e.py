@@ -44,6 +44,10 @@ def line_of(result: object) -> str:
 
 
 def test_a_5000_character_run_id_is_cut_in_the_line(sqlite_backend: Backend) -> None:
+    from contreact.checkpoints.engines import dispose_engines, engine_for
+
+    engine_for(sqlite_backend.storage())  # a storage with no runs: the run is what is missing
+    dispose_engines()
     result = cli_in_process(sqlite_backend, "status", "a" * 5000)
     assert result.returncode == 2
     line = line_of(result)

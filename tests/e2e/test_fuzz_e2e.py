@@ -20,7 +20,7 @@ import pytest
 from contreact.stub import StubServer
 from support.backends import Backend
 from support.cli import cli, cli_in_process
-from support.fuzz import CASES, HUGE, Case, FuzzServer
+from support.fuzz import CASES, CONTROLS, HUGE, Case, FuzzServer
 from support.runs import read_log, write_config
 
 BATCHES = 3
@@ -33,7 +33,7 @@ def test_the_suite_has_the_cases_the_issue_lists() -> None:
         "500 object", "500 list", "html", "empty", "content-type", "cut mid-chunk",
         "non-JSON chunk", "never sends done", "slow drip", "past the deadline", "503", "429",
         "401-digit", "NaN", "lone surrogate", "NUL", "10,000-deep", "4 MB", "3,000 tool calls",
-        "escape sequences",
+        "escape sequences", "every control character",
     ):  # fmt: skip
         assert shape in names, shape
     for label in ("401-digit", "NaN", "negative", "string"):
@@ -117,6 +117,11 @@ def test_no_hostile_answer_crashes_or_wedges_a_run(
     memory = json.loads(cli_in_process(sqlite_backend, "memory", "run-1", "--json").stdout)
     if "args: 401-digit integer" in fuzz.served:
         assert memory["big"] == HUGE  # kept digit for digit, as text
+    if "args: every control character" in fuzz.served:
+        assert memory[f"k{CONTROLS}"] == CONTROLS  # kept character for character
+    if "content: every control character" in fuzz.served:
+        shown = json.loads(cli_in_process(sqlite_backend, "show", "run-1", "--json").stdout)
+        assert any(f"<{CONTROLS}>" in c["reflection"] for c in shown)
     for view in ("show", "memory", "status"):
         shown = cli_in_process(sqlite_backend, view, "run-1")
         assert shown.returncode == 0 and "\x1b" not in shown.stdout, view

@@ -7,6 +7,7 @@ the Ollama client with AttributeError instead of taking the retry path.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from contreact.nodes.storable import storable
 from contreact.stub import StubServer
 from support.backends import Backend
 from support.cli import cli_in_process
+from support.fuzz import CONTROLS
 from support.runs import outcome, read_log, write_config
 from support.stub import scripted_stub
 
@@ -99,3 +101,48 @@ def test_doctor_never_shows_a_storage_password(tmp_path: Path) -> None:
         done = cli_in_process(backend, "doctor", "--model", "stub-model", "--host", server.url)
     assert "s3cret-pw" not in done.stdout + done.stderr
     assert "contreact:***@127.0.0.1" in done.stdout
+
+
+def test_every_control_character_is_stored_and_read_back_as_it_was(
+    tmp_path: Path, backend: Backend
+) -> None:
+    """NUL in a reflection once stopped a PostgreSQL run for good, `resume` included.
+
+    One run carries every control character (U+0000-U+001F, U+007F) in a reflection, a
+    memory key and value, and another tool's argument; each is read back exactly, and the
+    run's checkpoint carries them into the cycle that extends it.
+    """
+    key, value = f"k{CONTROLS}", f"v{CONTROLS}"
+    script = {
+        1: [
+            {
+                "tool_calls": [
+                    {"name": "write", "arguments": {"key": key, "value": value}},
+                    {"name": "read", "arguments": {"key": key}},
+                    {"name": "read", "arguments": {"key": CONTROLS}},
+                ]
+            },
+            {"content": f"Reflection: <{CONTROLS}> end"},
+        ],
+        2: [{"content": f"Reflection: again <{CONTROLS}>"}],
+    }
+    with scripted_stub(script) as server:
+        config = write_config(tmp_path / "c.yaml", backend, cycles=1)
+        done = cli_in_process(backend, "run", str(config), "--host", server.url)
+        assert done.returncode == 0, done.stderr
+        extended = cli_in_process(backend, "resume", "run-1", "--cycles", "1")
+        assert extended.returncode == 0, extended.stderr
+    shown = json.loads(cli_in_process(backend, "show", "run-1", "--json").stdout)
+    assert [f"<{CONTROLS}>" in c["reflection"] for c in shown] == [True, True], shown
+    memory = json.loads(cli_in_process(backend, "memory", "run-1", "--json").stdout)
+    assert memory == {key: value}
+    exported = cli_in_process(backend, "export", "run-1").stdout
+    events = [json.loads(line) for line in exported.split("\n") if line]
+    calls = [e["payload"] for e in events if e["event_type"] == "TOOL_CALL"]
+    assert [c["parameters"] for c in calls] == [
+        {"key": key, "value": value},
+        {"key": key},
+        {"key": CONTROLS},
+    ]
+    assert calls[1]["output"] == value
+    assert events == read_log(backend, "run-1")

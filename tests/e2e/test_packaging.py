@@ -63,6 +63,13 @@ def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
         # The repository's own folder is what gets installed, file for file.
         ours = {p.name for p in (ROOT / "contreact" / package).glob("*.py")}
         assert ours <= {Path(n).name for n in names if n.startswith(f"contreact/{package}/")}
+    # The schema's migrations ship whole: Alembic finds them in the installed package.
+    migrations = ROOT / "contreact" / "checkpoints" / "migrations"
+    shipped = {
+        str(p.relative_to(ROOT))
+        for p in (*migrations.glob("*.py"), *migrations.glob("versions/*.py"))
+    } | {"contreact/checkpoints/migrations/script.py.mako"}
+    assert shipped <= set(names)
     # Test machinery stays in tests/: the stub ships its server and the demo's scenario,
     # not the hostile-answer server or the scenarios only tests load.
     assert not [n for n in names if "fuzz" in n]

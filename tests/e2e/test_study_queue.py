@@ -274,7 +274,9 @@ def test_a_worker_serving_forever_takes_a_study_enqueued_later(
 ) -> None:
     url = str(postgres_backend.db_url)
     storage = postgres_backend.storage()
-    cli_in_process(postgres_backend, "list")  # the database exists, with no queue yet
+    from contreact.studies.queue import prepare
+
+    prepare(storage)  # the database holds the study queue, with no study on it yet
     waiting = Machine(tmp_path, "m1", url, "--forever")
     try:
         with StubServer(models=MODELS).start() as a:
@@ -318,25 +320,33 @@ def test_doctor_checks_the_study_queue_of_a_postgresql_study(
     assert after.returncode == 0 and "4 runs queued or in hand, 0 workers beating" in after.stdout
 
 
-def test_workers_starting_at_once_on_a_new_database_all_come_up(
+def test_studies_put_on_a_new_database_at_once_are_each_queued_once(
     tmp_path: Path, postgres_backend: Backend
 ) -> None:
+    """Three `batch --no-work` at once on a new database: each makes what it needs, once.
+
+    contreact's tables (Alembic, under its lock), LangGraph's (under the saver's lock) and
+    the queue's (under `prepare`'s) are made by whichever process comes first; the others
+    find them made. A worker never makes them: it needs a study on the queue first.
+    """
+    from support.cli import cli_env
+    from support.forked import run_together
+
     url = str(postgres_backend.db_url)
-    storage = postgres_backend.storage()
-    machines = [Machine(tmp_path, f"m{i}", url, "--forever") for i in range(3)]
-    try:
-        from contreact.checkpoints.engines import engine_for
+    with StubServer(models=MODELS).start() as a:
+        configs = [
+            study(tmp_path / f"s{i}.yaml", [a.url], {"url": url}, batch=f"s{i}", cycles=1)
+            for i in range(3)
+        ]
+        commands = [[*postgres_backend.cli_args, "batch", str(c), "--no-work"] for c in configs]
+        ended = run_together(commands, cli_env(), tmp_path)
+    assert [e.code for e in ended] == [0, 0, 0], [e.output for e in ended]
+    from contreact.checkpoints.engines import engine_for
 
-        def beating() -> bool:
-            with engine_for(storage).connect() as conn:
-                if conn.execute(text("SELECT to_regclass('procrastinate_workers')")).scalar():
-                    n = conn.execute(text("SELECT count(*) FROM procrastinate_workers")).scalar()
-                    return n == 3
-            return any(m.proc.poll() is not None for m in machines)
-
-        wait_for(beating, 60, "three workers beating")
-        assert all(m.proc.poll() is None for m in machines), [m.output() for m in machines]
-    finally:
-        for machine in machines:
-            machine.proc.send_signal(signal.SIGTERM)
-    assert [m.proc.wait(timeout=30) for m in machines] == [130, 130, 130]
+    with engine_for(postgres_backend.storage()).connect() as conn:
+        queued = conn.execute(
+            text("SELECT queue_name, count(*) FROM procrastinate_jobs GROUP BY 1 ORDER BY 1")
+        ).all()
+    assert [(str(q), int(n)) for q, n in queued] == [
+        (f"contreact.study.s{i}", len(MODELS) * 2) for i in range(3)
+    ]

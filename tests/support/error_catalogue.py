@@ -36,6 +36,7 @@ LINE_ERRORS: dict[str, str] = {
     "ListenError": "2",
     "ExtensionError": "2",
     "YamlError": "2",
+    "StorageNotFoundError": "2",
 }
 """Errors whose message the CLI prints as the line, and the exit code it goes with."""
 
@@ -50,7 +51,12 @@ VALUE_ERROR_MODULES: dict[str, str] = {
 }
 """Modules whose `ValueError`s reach the CLI as bad input (a config field, a run id, a URL)."""
 
-LINE_FUNCTIONS: dict[str, str] = {"describe_error": "2", "_sqlite_cause": "1"}
+LINE_FUNCTIONS: dict[str, str] = {
+    "describe_error": "2",
+    "_sqlite_cause": "1",
+    "missing_file_line": "2",
+    "no_tables_line": "2",
+}
 """Functions whose returned text is (part of) a line: a config problem, a SQLite fault."""
 
 STUB_LINES = (

@@ -31,7 +31,7 @@ from typing import Any, Literal, cast
 from contreact.stub.ollama_api import ChatRequest
 from contreact.stub.server import StubServer
 
-__all__ = ["CASES", "Case", "FuzzServer", "answer_with_numbers"]
+__all__ = ["CASES", "CONTROLS", "Case", "FuzzServer", "answer_with_numbers"]
 
 Expect = Literal["transient", "permanent", "content"]
 Writer = Callable[["_Handler", str], None]
@@ -49,6 +49,9 @@ SERVER_NUMBER_FIELDS = (
 BAD_NUMBERS = {"401-digit": HUGE, "NaN": "NaN", "negative": "-5", "string": '"12"'}
 """Values no count or duration may be taken as, as raw JSON."""
 DEEP = "[" * 10_000 + "]" * 10_000
+CONTROLS = "".join(chr(c) for c in (*range(0x20), 0x7F))
+"""Every control character, U+0000 to U+001F and U+007F: text PostgreSQL cannot store as it is
+(NUL) and text a terminal must not get raw (the rest)."""
 ESCAPES = r"\u001b]0;pwned\u0007\u001b[2J\u001b[31mred\u009b31m\r\u0000\u202e"
 
 
@@ -392,6 +395,18 @@ CASES: tuple[Case, ...] = (
         "content",
         "binary output",
         _answer(_text('"Reflection: \\u0000\\u0001\\u0008\\u007f end"')),
+    ),
+    Case(
+        "content: every control character",
+        "content",
+        "binary output",
+        _answer(_text(json.dumps(f"Reflection: <{CONTROLS}> end"))),
+    ),
+    Case(
+        "args: every control character",
+        "content",
+        "binary output",
+        _answer(_calls(('"write"', json.dumps({"key": f"k{CONTROLS}", "value": CONTROLS})))),
     ),
     Case(
         "content: escape sequences",
