@@ -64,7 +64,7 @@ def test_a_finished_run_leaves_no_log_beside_another_reader(
     tmp_path: Path, sqlite_backend: Backend
 ) -> None:
     backend = sqlite_backend
-    assert cli(backend, "list").returncode == 0  # creates the file for the reader to open
+    backend.make()  # the file the other reader opens
     with stub_for(12) as server, another_reader(backend):
         config = write_config(
             tmp_path / "run.yaml", backend, cycles=12, ollama={"host": server.url}

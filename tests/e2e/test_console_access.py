@@ -46,6 +46,13 @@ def test_it_starts_on_an_empty_storage_prints_its_address_and_stops_on_ctrl_c(
     assert code in (0, 130)
 
 
+def test_a_storage_that_does_not_exist_is_refused_and_not_made(sqlite_backend: Backend) -> None:
+    refused = cli_in_process(sqlite_backend, "ui", "--port", "0")
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and str(sqlite_backend.data_dir) in refused.stderr
+    assert not sqlite_backend.data_dir.exists()
+
+
 def test_binding_beyond_this_machine_needs_a_token(sqlite_backend: Backend) -> None:
     refused = cli_in_process(sqlite_backend, "ui", "--bind", "0.0.0.0", "--port", "0")
     assert refused.returncode == 2

@@ -129,7 +129,9 @@ def test_every_page_shows_what_it_is_for(tmp_path: Path, sqlite_backend: Backend
                 shoot(page, folder, "compare")
 
                 page.goto(f"{console.url}results?batch=pilot")
-                page.get_by_role("button", name="Write the report").click()
+                # The form's answer is the written report: a slow machine takes its time.
+                with page.expect_navigation(timeout=120_000):
+                    page.get_by_role("button", name="Write the report").click(timeout=120_000)
                 expect(page.get_by_role("link", name="report.html")).to_be_visible(timeout=120_000)
                 expect(page.locator("table.pei").first).to_be_visible()
                 shoot(page, folder, "results")

@@ -52,6 +52,13 @@ class Backend:
 
         return resolve_storage(self.data_dir, self.db_url)
 
+    def make(self) -> None:
+        """Make the storage with no runs in it, as a first run would (reading never creates)."""
+        from contreact.checkpoints.engines import dispose_engines, engine_for
+
+        engine_for(self.storage())
+        dispose_engines()
+
     def storage_yaml(self) -> dict[str, Any]:
         """The `storage:` section of a config for this backend."""
         section: dict[str, Any] = {"data_dir": str(self.data_dir)}

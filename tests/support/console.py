@@ -113,6 +113,8 @@ class ConsoleProcess:
     """`contreact ui` as a user starts it, with the address it printed."""
 
     def __init__(self, backend: Backend, *args: str) -> None:
+        if backend.db_url is None and not backend.data_dir.exists():
+            backend.make()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "contreact", *backend.cli_args, "ui", "--port", "0", *args],
             cwd=ROOT,
