@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from contreact.stub import StubServer
-from support.backends import Backend
+from support.backends import Backend, postgres_database
 from support.cli import cli, cli_in_process, cli_start, kill_when
+from support.once import as_json, once_per_session
 from support.runs import outcome, read_log, write_config
 
 KILLS = [
@@ -48,21 +49,45 @@ def tallied(path: Path) -> Counter[str]:
     return Counter(path.read_text(encoding="utf-8").split())
 
 
-@pytest.mark.parametrize("policy", ["cycle", "step"])
-def test_kill_and_resume_equals_uninterrupted(
-    tmp_path: Path, backend: Backend, policy: str
-) -> None:
-    """In both checkpoint policies (`persistence.checkpoints`)."""
-    ran_ref, ran_crash = tmp_path / "ref.tally", tmp_path / "crash.tally"
+def uninterrupted(backend: Backend, folder: Path) -> dict[str, Any]:
+    """The run the crashed ones must equal: its outcome, model requests and tool calls."""
+    tally = folder / "ref.tally"
     with StubServer().start() as server:
         reference = write_config(
-            tmp_path / "ref.yaml", backend, run_id="ref", cycles=4, ollama={"host": server.url}
+            folder / "ref.yaml", backend, run_id="ref", cycles=4, ollama={"host": server.url}
         )
-        done = cli(backend, "run", str(reference), env={"CONTREACT_TALLY_FILE": str(ran_ref)})
+        done = cli(backend, "run", str(reference), env={"CONTREACT_TALLY_FILE": str(tally)})
         assert done.returncode == 0, done.stderr
-        expected = outcome(backend, "ref")
-        expected_requests = bodies(server.requests())
-        server.reset()
+        reflections, memory, events = outcome(backend, "ref")
+        return {
+            "outcome": [reflections, memory, events],
+            "requests": sorted(json.dumps(r["body"], sort_keys=True) for r in server.requests()),
+            "tools": tally.read_text(encoding="utf-8").split(),
+        }
+
+
+@pytest.fixture
+def reference(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The uninterrupted run on this backend, made once for every test that compares with it."""
+
+    def make(folder: Path) -> dict[str, Any]:
+        if backend.db_url is None:
+            return uninterrupted(Backend("sqlite", folder / "runs"), folder)
+        with postgres_database(folder / "runs") as own:
+            return uninterrupted(own, folder)
+
+    return once_per_session(tmp_path_factory, f"uninterrupted-{backend.name}", make)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("policy", ["cycle", "step"])
+def test_kill_and_resume_equals_uninterrupted(
+    tmp_path: Path, backend: Backend, policy: str, reference: dict[str, Any]
+) -> None:
+    """In both checkpoint policies (`persistence.checkpoints`)."""
+    ran_crash = tmp_path / "crash.tally"
+    expected_requests = Counter(reference["requests"])
+    ran_ref = Counter(reference["tools"])
+    with StubServer().start() as server:
         sent: list[dict[str, Any]] = []  # requests of the crashed run, across stub resets
 
         crashed = write_config(
@@ -99,9 +124,10 @@ def test_kill_and_resume_equals_uninterrupted(
 
     # Tools ran as often as in the uninterrupted run, plus the ones killed mid-transaction.
     ran = tallied(ran_crash)
-    assert sum(ran.values()) == sum(tallied(ran_ref).values()) + IN_FLIGHT_TOOLS, ran
-    assert ran - tallied(ran_ref) == Counter({"tool:pattern_search": 1, "tool:delete": 1})
-    reflections, memory, events = outcome(backend, "crash")
+    assert sum(ran.values()) == sum(ran_ref.values()) + IN_FLIGHT_TOOLS, ran
+    assert ran - ran_ref == Counter({"tool:pattern_search": 1, "tool:delete": 1})
+    reflections, memory, events = as_json(outcome(backend, "crash"))
+    expected = reference["outcome"]
     assert reflections == expected[0]
     assert memory == expected[1]
     assert events == expected[2], "events differ from the uninterrupted run"
