@@ -32,6 +32,18 @@ def run_order(run_id: str) -> tuple[str | int, ...]:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", run_id))
 
 
+def in_study_order(runs: Sequence[RunRecord]) -> list[RunRecord]:
+    """Runs by batch, then model (each in order of first appearance), then replicate.
+
+    The order a study's config lists them, which every table and matrix of runs follows.
+    The registry lists runs as they started, and with `--parallel` or several workers a
+    later replicate may start (and finish) before an earlier one.
+    """
+    batch = {b: i for i, b in reversed(list(enumerate(r.batch for r in runs)))}
+    first = {m: i for i, m in reversed(list(enumerate(r.model for r in runs)))}
+    return sorted(runs, key=lambda r: (batch[r.batch], first[r.model], replicate_of(r.run_id) or 0))
+
+
 class AnalysisInputError(ValueError):
     """The runs or options given to an analysis cannot be used (the CLI exits 2)."""
 

@@ -89,7 +89,7 @@ def storage_fault(exc: BaseException, where: str, busy_s: float) -> StorageFault
         if _is_postgres_connection_error(item):
             return StorageFault(
                 f"database {where} cannot be reached: {_postgres_reason(item)}; check that "
-                "PostgreSQL is running there and that the URL (--db-url, CONTREACT_DB_URL or "
+                "PostgreSQL is running there and that the URL (--storage, CONTREACT_DB_URL or "
                 "storage.url) names the right host, database and user"
             )
         sqlstate = getattr(item, "sqlstate", None)

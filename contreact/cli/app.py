@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, ParamSpec
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec
 
 import typer
 from rich.console import Console
@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="contreact",
-    help="Continuous ReAct agents on local Ollama models, as a LangGraph state machine.",
+    help="Continuous ReAct agents on local Ollama models, as a LangGraph state machine. "
+    "Every command that reads or writes runs takes --storage DIR|URL after its name "
+    "(default: $CONTREACT_DB_URL, else $CONTREACT_HOME or ./runs).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -109,6 +111,15 @@ StorageOpt = Annotated[
 ]
 
 
+_MISPLACED = {"misplaced_data_dir": "--data-dir", "misplaced_db_url": "--db-url"}
+"""The old global storage flags, as a command's hidden options: given after a command's
+name they are refused with a line naming `--storage`, not click's "No such option"."""
+
+
+def _misplaced(flag: str) -> Any:
+    return Annotated[str | None, typer.Option(flag, hidden=True)]
+
+
 def command(
     name: str | None = None, *, touches_runs: bool = True, creates: bool = False
 ) -> Callable[[Callable[P, object]], Callable[P, None]]:
@@ -117,7 +128,8 @@ def command(
     typer reads the command's arguments, options and help from the function's signature
     and docstring, which `functools.wraps` hands on unchanged. A command that touches runs
     also gets the one `--storage` option, so `contreact list --storage URL` works as
-    `contreact --db-url URL list` does.
+    `contreact --db-url URL list` does; `--data-dir` or `--db-url` after its name is
+    refused with a line that names `--storage`.
 
     Args:
         name: The command's name (default: the function's name).
@@ -128,22 +140,33 @@ def command(
     """
 
     def register(function: Callable[P, object]) -> Callable[P, None]:
+        called = name or function.__name__.replace("_", "-")
+
         @functools.wraps(function)
         def run_guarded(*args: P.args, **kwargs: P.kwargs) -> None:
             chosen = kwargs.pop(_STORAGE_PARAM, None)
             if chosen is not None:
                 OPTIONS.storage = str(chosen)
             OPTIONS.creates = creates
+            given = [flag for param, flag in _MISPLACED.items() if kwargs.pop(param, None)]
+            if given:
+                guarded(lambda: _refuse_misplaced(called, given[0]))
             guarded(lambda: function(*args, **kwargs))
 
         if touches_runs:
-            TAKING_STORAGE.add(name or function.__name__.replace("_", "-"))
+            TAKING_STORAGE.add(called)
             signature = inspect.signature(function, eval_str=True)
-            extra = inspect.Parameter(
-                _STORAGE_PARAM, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=StorageOpt
-            )
+            extra = [
+                inspect.Parameter(
+                    param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+                )
+                for param, annotation in [
+                    (_STORAGE_PARAM, StorageOpt),
+                    *((param, _misplaced(flag)) for param, flag in _MISPLACED.items()),
+                ]
+            ]
             run_guarded.__signature__ = signature.replace(  # type: ignore[attr-defined]
-                parameters=[*signature.parameters.values(), extra]
+                parameters=[*signature.parameters.values(), *extra]
             )
         app.command(name=name)(run_guarded)
         return run_guarded
@@ -152,6 +175,13 @@ def command(
 
 
 _STORAGE_PARAM = "storage_option"
+
+
+def _refuse_misplaced(command_name: str, flag: str) -> NoReturn:
+    raise BadInputError(
+        f"{command_name} takes the storage as --storage DIR|URL (a data folder or a database "
+        f"URL), not {flag}"
+    )
 
 
 def guarded(action: Callable[[], object]) -> None:
@@ -281,13 +311,11 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    data_dir: Annotated[
-        str | None,
-        typer.Option("--data-dir", help="Data directory (default: $CONTREACT_HOME or ./runs)."),
-    ] = None,
+    # Before `--storage` these chose the storage; kept for scripts that use them, and hidden:
+    # the one storage flag shown is each command's own `--storage`.
+    data_dir: Annotated[str | None, typer.Option("--data-dir", hidden=True)] = None,
     db_url: Annotated[
-        str | None,
-        typer.Option("--db-url", envvar="CONTREACT_DB_URL", help="Database URL (PostgreSQL)."),
+        str | None, typer.Option("--db-url", envvar="CONTREACT_DB_URL", hidden=True)
     ] = None,
     debug: Annotated[
         bool, typer.Option("--debug", help="Show tracebacks and retry warnings.")

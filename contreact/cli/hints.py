@@ -9,12 +9,20 @@ named X". So every backticked `contreact COMMAND ...` in a line the CLI prints g
 
 A database URL is written without its password (a hint is printed, logged, pasted):
 PostgreSQL's client reads the password from `PGPASSWORD` or `~/.pgpass` instead.
+
+The program is named as it was typed when a bare `contreact` would not run it: the README
+runs `.venv/bin/contreact demo` with no `.venv/bin` on `PATH`, where `contreact show RUN`
+answers "command not found".
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -47,21 +55,44 @@ def storage_flag(where: Storage) -> str | None:
     return f"--storage {shlex.quote(value)}"
 
 
+def typed_program() -> str | None:
+    """This program as it was typed, when a bare `contreact` would not run it (else None).
+
+    Only a `contreact` console script started by its path counts: under `python -m` or a
+    test runner the typed program is not one a hint can name.
+    """
+    typed = sys.argv[0] if sys.argv else ""
+    if Path(typed).name != "contreact" or os.sep not in typed:
+        return None
+    found = shutil.which("contreact")
+    if found is not None and Path(found).resolve() == Path(typed).resolve():
+        return None
+    return shlex.quote(typed)
+
+
 def runnable(line: str, where: Storage | None) -> str:
-    """`line` with `--storage` added to each suggested command that needs it to find `where`."""
-    if where is None or "`contreact " not in line:
+    """`line` with each suggested command made to run as printed.
+
+    It gets `--storage` when it needs that to find `where`, and the program as it was typed
+    when a bare `contreact` would not run it (`typed_program`).
+    """
+    if "`contreact " not in line:
         return line
     try:
-        flag = storage_flag(where)
+        flag = None if where is None else storage_flag(where)
+        program = typed_program()
     except Exception:  # noqa: BLE001 - a hint left as it was beats a line not printed
         return line
-    if flag is None:
+    if flag is None and program is None:
         return line
 
     def completed(match: re.Match[str]) -> str:
-        words = match.group(1).split()
-        if words[1] not in TAKING_STORAGE or "--storage" in words:
-            return match.group(0)
-        return f"`{match.group(1)} {flag}`"
+        command = match.group(1)
+        words = command.split()
+        if flag is not None and words[1] in TAKING_STORAGE and "--storage" not in words:
+            command = f"{command} {flag}"
+        if program is not None:
+            command = program + command.removeprefix("contreact")
+        return f"`{command}`"
 
     return SUGGESTED.sub(completed, line)

@@ -98,7 +98,7 @@ def pei(
     from contreact.analysis.pei.results import PeiResult
     from contreact.analysis.pei.retest import self_consistency
     from contreact.analysis.pei.self_rating import self_vs_cross
-    from contreact.analysis.runs import select_runs
+    from contreact.analysis.runs import in_study_order, select_runs
     from contreact.checkpoints.engines import engine_for
     from contreact.engine.evaluator import ask_evaluator
 
@@ -118,7 +118,7 @@ def pei(
         return
     where = storage()
     engine = engine_for(where)
-    chosen = _checked(lambda: select_runs(engine, runs, batch))
+    chosen = in_study_order(_checked(lambda: select_runs(engine, runs, batch)))
     names = [e for item in evaluator or [] for e in item.split(",") if e.strip()]
 
     def show(item: PeiResult | PeiFailure, status: Status, last_cycle: int) -> None:

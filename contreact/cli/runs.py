@@ -343,7 +343,7 @@ def memory(
     )
 
 
-@command(touches_runs=False, creates=True)
+@command(creates=True)
 def demo(
     cycles: Annotated[int, typer.Option(help="How many cycles to run.")] = 3,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Name of the demo run.")] = None,

@@ -23,6 +23,7 @@ from contreact.analysis.pei.matrix import build_matrix
 from contreact.analysis.pei.results import stored_results
 from contreact.analysis.report import build_report
 from contreact.analysis.report.tables import pei_table
+from contreact.analysis.runs import in_study_order
 from contreact.checkpoints.cycles import last_cycle
 from contreact.checkpoints.registry import RunRecord, list_runs
 from contreact.checkpoints.storage import Storage
@@ -69,7 +70,7 @@ def _table1(console: Console, chosen: list[RunRecord]) -> dict[str, Any]:
 
 def _pei(console: Console, chosen: list[RunRecord]) -> list[dict[str, Any]]:
     results = stored_results(console.engine, [r.run_id for r in chosen])
-    rated = [r for r in chosen if any(p.run_id == r.run_id for p in results)]
+    rated = [r for r in in_study_order(chosen) if any(p.run_id == r.run_id for p in results)]
     if not rated:
         return []
     last = {r.run_id: last_cycle(console.engine, r.run_id) or 0 for r in rated}

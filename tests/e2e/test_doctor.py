@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
+import yaml
+
 from contreact import __version__
+from contreact.config.files import load_config
 from contreact.stub import StubServer
 from support.backends import Backend
-from support.cli import cli
+from support.cli import cli, cli_in_process
+from support.paths import ROOT
 
 
 def test_doctor_passes_and_fails_with_advice(sqlite_backend: Backend) -> None:
@@ -30,3 +36,29 @@ def test_doctor_passes_and_fails_with_advice(sqlite_backend: Backend) -> None:
     assert bare.returncode == 0, bare.stdout
     down = cli(sqlite_backend, "doctor", "--host", "http://127.0.0.1:9")
     assert down.returncode == 1 and "cannot reach Ollama" in down.stdout
+
+
+THRESHOLD_KEYS = {
+    "lexical-char-tfidf": ("lexical_moderate", "lexical_high"),
+    "embedding": ("moderate", "high"),
+}
+
+
+def test_the_example_config_shows_the_similarity_thresholds_doctor_applies(
+    sqlite_backend: Backend,
+) -> None:
+    example = ROOT / "examples" / "explorer.yaml"
+    written = yaml.safe_load(example.read_text(encoding="utf-8"))["similarity"]
+    with StubServer(models=["llama3.1:8b"]).start() as server:
+        checked = cli_in_process(sqlite_backend, "doctor", str(example), "--host", server.url)
+    assert checked.returncode == 0, checked.stdout
+    line = next(ln for ln in checked.stdout.splitlines() if "similarity" in ln)
+    found = re.search(r"similarity\s+(\S+?)[: ].*moderate > ([\d.]+), high > ([\d.]+)", line)
+    assert found is not None, line
+    method, moderate, high = found.group(1), float(found.group(2)), float(found.group(3))
+    keys = THRESHOLD_KEYS[method]
+    # The thresholds in force are written in the example, as doctor states them...
+    assert (written.get(keys[0]), written.get(keys[1])) == (moderate, high), (written, line)
+    # ...and as the config resolves them.
+    settings = load_config(example).similarity
+    assert (getattr(settings, keys[0]), getattr(settings, keys[1])) == (moderate, high)

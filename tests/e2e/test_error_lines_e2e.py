@@ -74,7 +74,7 @@ def test_postgres_down_names_the_database_without_its_password(tmp_path: Path) -
     assert result.returncode == 1
     line = line_of(result)
     assert "postgresql+psycopg://u:***@127.0.0.1:9/db cannot be reached" in line, line
-    assert "hunter2" not in line and "--db-url" in line
+    assert "hunter2" not in line and "--storage" in line
 
 
 def test_bad_yaml_and_an_unknown_key_name_the_file(tmp_path: Path, sqlite_backend: Backend) -> None:

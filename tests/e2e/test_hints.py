@@ -8,8 +8,10 @@ it would look in ./runs and answer "no run named ...".
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,6 +23,7 @@ import yaml
 from contreact.stub import StubServer
 from support.backends import Backend
 from support.cli import cli_env
+from support.paths import ROOT
 from support.stub import scripted_stub
 
 HINT = re.compile(r"`(contreact [^`]+)`")
@@ -160,3 +163,49 @@ def test_the_hints_of_a_queued_study_run_as_printed(
         assert worked.returncode == 0, worked.stdout + worked.stderr
     done = as_printed(desk, follow)
     assert re.search(r"hinted\.stub-model\.r1\tstub-model\t1/1 ✓\t\tcompleted", done.stdout)
+
+
+def without_contreact_on_path(env: dict[str, str]) -> dict[str, str]:
+    """`env` as a newcomer's shell has it: no storage set, no folder on PATH with `contreact`."""
+    folders = env.get("PATH", "").split(os.pathsep)
+    path = [f for f in folders if f and not (Path(f) / "contreact").exists()]
+    kept = {k: v for k, v in env.items() if not k.startswith(("CONTREACT_", "VIRTUAL_ENV"))}
+    return {**kept, "PATH": os.pathsep.join(path)}
+
+
+def test_the_demos_hint_runs_as_printed_where_contreact_is_not_on_path(tmp_path: Path) -> None:
+    """The README's `.venv/bin/contreact demo`; the hint it prints, typed into a shell."""
+    setup = (ROOT / "README.md").read_text(encoding="utf-8").split("## Set up", 1)[1]
+    first = re.search(r"```bash\n(.*?)```", setup, re.S)
+    assert first is not None
+    demo = next(part.strip() for part in first.group(1).split("&&") if "contreact demo" in part)
+    assert demo == ".venv/bin/contreact demo"
+    clone = tmp_path / "clone"  # as after the README's install: `.venv` in the current folder
+    clone.mkdir()
+    venv = Path(sys.executable).parent.parent
+    assert (venv / "bin" / "contreact").exists(), "the dev install's console script is missing"
+    (clone / ".venv").symlink_to(venv, target_is_directory=True)
+    env = without_contreact_on_path(cli_env())
+    assert shutil.which("contreact", path=env["PATH"]) is None
+
+    def shell(line: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", line],
+            cwd=clone,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
+
+    shown = shell(demo)
+    assert shown.returncode == 0, shown.stderr
+    printed = re.findall(r"`([^`]*contreact (?:show|memory) [^`]+)`", shown.stdout)
+    assert len(printed) == 2, shown.stdout
+    assert all(hint.startswith(".venv/bin/contreact ") for hint in printed), printed
+    for hint in printed:
+        done = shell(hint)
+        assert done.returncode == 0, f"{hint}: {done.stderr}"
+        assert done.stdout.strip(), hint
+    assert shell(printed[0].replace(".venv/bin/contreact", "contreact", 1)).returncode == 127

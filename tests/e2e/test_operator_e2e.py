@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
 
 from support.backends import Backend
 from support.cli import cli, cli_in_process, cli_start, kill_when
@@ -168,3 +173,62 @@ def test_a_reply_recorded_by_another_face_is_taken_by_the_next_drive_once(
         assert cli_in_process(sqlite_backend, "resume", "rec").returncode == 0
     events = operator_events(sqlite_backend, "rec")
     assert [(e["reply"], e["policy"]) for e in events] == [("from the console", "queue")]
+
+
+def bare(*args: str) -> subprocess.CompletedProcess[str]:
+    """`contreact ARGS` with no storage in the environment and no global flag (in-process)."""
+    from contreact.checkpoints.engines import dispose_engines
+    from contreact.cli.app import app
+
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("CONTREACT_")}
+    try:
+        result = CliRunner().invoke(app, list(args), env={**unset, "OLLAMA_HOST": None})
+    finally:
+        dispose_engines()
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
+def test_operator_and_reply_find_the_runs_by_storage_after_their_name(
+    tmp_path: Path, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    where = backend.db_url or str(backend.data_dir)
+    desk = tmp_path / "desk"  # no ./runs here: without --storage nothing is found
+    desk.mkdir()
+    monkeypatch.chdir(desk)
+    with scripted_stub(ONE_QUESTION) as server:
+        config = write_config(
+            tmp_path / "c.yaml",
+            backend,
+            run_id="flagged",
+            cycles=2,
+            ollama={"host": server.url},
+            operator={"mode": "queue"},
+        )
+        assert cli_in_process(backend, "run", str(config)).returncode == 3
+
+        listed = bare("operator", "--json", "--storage", where)
+        assert listed.returncode == 0, listed.stderr
+        assert [(p["run_id"], p["message"]) for p in json.loads(listed.stdout)] == [
+            ("flagged", "are you there?")
+        ]
+        assert bare("operator", "--json").returncode == 2  # ./runs: nothing there
+
+        misplaced = bare("operator", "--data-dir", str(backend.data_dir))
+        assert misplaced.returncode == 2
+        assert misplaced.stderr.strip().splitlines() == [
+            "contreact: operator takes the storage as --storage DIR|URL (a data folder or a "
+            "database URL), not --data-dir"
+        ]
+
+        replied = bare("reply", "flagged", "here I am", "--storage", where, "--quiet")
+        assert replied.returncode == 0, replied.stderr
+    assert bare("operator", "--json", "--storage", where).stdout.strip() == "[]"
+    from contreact.checkpoints.engines import engine_for
+    from contreact.checkpoints.event_store import read_events
+
+    events = read_events(engine_for(backend.storage()), "flagged")
+    answered = [e["payload"] for e in events if e["event_type"] == "OPERATOR_MESSAGE"]
+    assert [(e["message"], e["reply"]) for e in answered] == [("are you there?", "here I am")]
+    assert [e["event_type"] for e in events].count("CYCLE_END") == 2

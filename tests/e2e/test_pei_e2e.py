@@ -483,3 +483,35 @@ def test_pei_batch_rates_what_it_can_and_names_the_rest(
     # Named runs are still checked strictly: exit 2, nothing asked.
     code, _, err = in_process(backend, "pei", failed[0], "-e", "stub-eval")
     assert code == 2 and "not completed" in err
+
+
+def test_pei_rows_follow_the_config_not_the_order_the_runs_finished(
+    pei_stub: StubServer, sqlite_backend: Backend, tmp_path: Path
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "batch": "s",
+                "models": MODELS,
+                "replicates": 2,
+                "cycles": 1,
+                "ollama": {"host": pei_stub.url, "timeout_s": 20, "retries": 0},
+                "storage": sqlite_backend.storage_yaml(),
+            }
+        ),
+        encoding="utf-8",
+    )
+    spec = load_batch(path)
+    config_order = [r.run_id for r in spec.runs]
+    # Each model's second replicate finished first (as with `--parallel` or several workers).
+    for planned in sorted(spec.runs, key=lambda r: (MODELS.index(r.model), -r.replicate)):
+        start_run(parse_config(planned.config, planned.run_id), sqlite_backend.storage())
+    registered = [r.run_id for r in list_runs(engine_for(sqlite_backend.storage()))]
+    assert registered != config_order and sorted(registered) == sorted(config_order)
+
+    assert pei_json(sqlite_backend, "--evaluator", "stub-eval")["matrix"]["rows"] == config_order
+    table = invoke(sqlite_backend, "pei", "--batch", "s", "--evaluator", "stub-eval")
+    rows = [line.split("\t")[0] for line in table.splitlines()]  # the run matrix's rows
+    printed = [row for row in rows if row in config_order]
+    assert printed == config_order, table

@@ -88,10 +88,10 @@ def test_a_storage_that_holds_no_runs_yet_is_read_as_empty(
         )
     assert cli_in_process(sqlite_backend, "delete", "run-1", "--yes").returncode == 0
     listed = cli_in_process(sqlite_backend, "list")
+    here = f"--storage {sqlite_backend.data_dir}"  # both start their run where `list` looked
     assert (listed.returncode, " ".join(listed.stdout.split())) == (
         0,
-        "No runs yet. Start one with `contreact demo` or "
-        f"`contreact run CONFIG --storage {sqlite_backend.data_dir}`.",
+        f"No runs yet. Start one with `contreact demo {here}` or `contreact run CONFIG {here}`.",
     )
     assert json.loads(cli_in_process(sqlite_backend, "list", "--json").stdout) == []
     unknown = cli_in_process(sqlite_backend, "status", "run-1")

@@ -27,7 +27,7 @@ from contreact.analysis.pei.results import PeiResult, stored_results
 from contreact.analysis.pei.retest import Retest, self_consistency
 from contreact.analysis.pei.self_rating import SelfCross, self_vs_cross
 from contreact.analysis.report.methods import Methods, collect_methods
-from contreact.analysis.runs import replicate_of
+from contreact.analysis.runs import in_study_order
 from contreact.analysis.similarity import PairwiseSimilarity, pairwise
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for
@@ -92,13 +92,6 @@ def within(cycle: int, span: tuple[int, int] | None) -> bool:
     return span is None or span[0] <= cycle <= span[1]
 
 
-def in_report_order(runs: Sequence[RunRecord]) -> list[RunRecord]:
-    """Runs by batch, then model (each in order of first appearance), then replicate."""
-    batch = {b: i for i, b in reversed(list(enumerate(r.batch for r in runs)))}
-    first = {m: i for i, m in reversed(list(enumerate(r.model for r in runs)))}
-    return sorted(runs, key=lambda r: (batch[r.batch], first[r.model], replicate_of(r.run_id) or 0))
-
-
 def _embedding_source(run: RunRecord) -> tuple[str | None, str]:
     config = run.config
     model = (config.get("similarity") or {}).get("embedding_model")
@@ -142,7 +135,7 @@ def collect(
         seed: The seed of the bootstraps and estimated permutation p-values.
     """
     engine = engine_for(storage)
-    runs = in_report_order(runs)
+    runs = in_study_order(runs)
     data: list[RunData] = []
     failed_hosts: dict[tuple[str, str], str] = {}
     for run in runs:
