@@ -20,6 +20,7 @@ from langchain_core.outputs import ChatResult
 
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for
+from contreact.checkpoints.memories import SqlMemory
 from contreact.checkpoints.saver import open_saver
 from contreact.config import parse_config
 from contreact.graph.state import Context, fresh_cycle
@@ -186,7 +187,7 @@ def test_pattern_search_is_a_literal_case_sensitive_substring(
     """`%`, `_` and regex characters are literal; `notes` does not match `Notes`."""
     engine = engine_for(Context(storage={"data_dir": str(tmp_path / "runs")}).store)
     with engine.begin() as conn:
-        session = ToolSession(run_id="search", conn=conn)
+        session = ToolSession(run_id="search", memory=SqlMemory(conn, "search"))
         for key in ("notes", "Notes", "a_b", "a%b", "axb", "aXb"):
             write_memory(session, key, "v")
         assert search_memory_keys(session, pattern) == expected
@@ -202,6 +203,7 @@ def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
     """Every model call receives `prompt_of` the state assemble left, message for message."""
     from contreact.graph.state import AgentState
     from contreact.nodes.notes import notes_for_prompt, prompt_of
+    from contreact.nodes.step import persistence_of
 
     chat = model("Note one.", tool("write", key="k", value="v"), tool("list"), "Note two.")
     ctx = context(tmp_path, chat)
@@ -213,6 +215,7 @@ def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
         ][::-1]
     assert len(before_invoke) == len(chat.prompts) == 4
     for state, sent in zip(before_invoke, chat.prompts, strict=True):
-        notes = notes_for_prompt(ctx, "seam", state.cycle, since=state.reflections_from)
+        ledger = persistence_of(ctx).ledger("seam")
+        notes = notes_for_prompt(ctx, ledger, state.cycle, since=state.reflections_from)
         built = prompt_of(state, notes, text_tools=False)
         assert [(m.type, m.content) for m in sent] == [(m.type, m.content) for m in built]
