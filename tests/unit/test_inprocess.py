@@ -8,15 +8,13 @@ real code.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.messages import BaseMessage
 
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for
@@ -26,30 +24,7 @@ from contreact.config import parse_config
 from contreact.graph.state import Context, fresh_cycle
 from contreact.graph.wiring import builder
 from contreact.tools.memory import ToolSession, memory_snapshot, search_memory_keys, write_memory
-
-
-class ScriptedChat(GenericFakeChatModel):
-    """A fake chat model that answers from a list and remembers every prompt it was sent."""
-
-    prompts: list[list[BaseMessage]] = []
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChat:  # type: ignore[override]
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.prompts.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
-
-
-def model(*answers: AIMessage | str) -> ScriptedChat:
-    script: Iterator[AIMessage] = iter(
-        a if isinstance(a, AIMessage) else AIMessage(content=a) for a in answers
-    )
-    return ScriptedChat(messages=script, prompts=[])
-
-
-def tool(name: str, **args: str) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "x"}])
+from support.chat import ScriptedChat, model, tool
 
 
 def context(tmp_path: Path, chat: ScriptedChat) -> Context:
