@@ -59,7 +59,7 @@ TARGETS: list[tuple[str, str, str, str]] = [
     ),
     ("events without a result (Ledger.emit)", "contreact.checkpoints.journal", "Ledger.emit", ""),
     ("similarity monitor (assess)", "contreact.nodes.reflect", "assess", ""),
-    ("memory key count (count_keys)", "contreact.nodes.reflect", "count_keys", ""),
+    ("memory key count (count_keys)", "contreact.checkpoints.memories", "count_keys", ""),
     ("prompt build (build_prompt)", "contreact.nodes.invoke", "build_prompt", ""),
     ("context budget (plan_trim)", "contreact.nodes.assemble", "plan_trim", ""),
     (

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, bindparam, func, select
 
 from contreact.checkpoints.event_schema import Event, utc_now
 from contreact.checkpoints.schema import events
-from contreact.checkpoints.statements import insert_ignore
+from contreact.checkpoints.statements import Prepared, insert_ignore, named
 from contreact.checkpoints.transactions import Tx
 
 
@@ -157,3 +158,25 @@ def payload_of(engine: Engine, run_id: str, key: str) -> dict[str, Any] | None:
         return None
     found = json.loads(raw) if isinstance(raw, str) else raw
     return found if isinstance(found, dict) else None
+
+
+_EVENT = named(events, "run_id", "key")
+_LOGGED_AT = Prepared(
+    lambda _: select(events.c.timestamp).where(
+        events.c.run_id == _EVENT["run_id"], events.c.key == _EVENT["key"]
+    )
+)
+
+
+def seconds_since(conn: Tx, run_id: str, key: str) -> float | None:
+    """Seconds since the event `key` was logged (how long the operator took to answer)."""
+    row = _LOGGED_AT.first(conn, {"run_id": run_id, "key": key})
+    if row is None:
+        return None
+    return seconds_from(str(row[0]))
+
+
+def seconds_from(stamp: str) -> float:
+    """Seconds from the ISO-8601 time `stamp` (as events are stamped) until now."""
+    then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    return round((datetime.now(then.tzinfo) - then).total_seconds(), 3)

@@ -289,16 +289,7 @@ class Ledger:
         Raises:
             BadRecordError: `use` failed and skipping is not asked for (`skip_bad_records`).
         """
-        try:
-            return use(result)
-        except Exception as exc:  # noqa: BLE001 - any failure of a pure use is the record's
-            reason = _reason(exc)
-            if not skip_bad_records.get():
-                raise BadRecordError(key, reason) from exc
-        replacement = stand_in()
-        skipped = RecordSkipped(key=key, reason=reason, becomes=becomes)
-        self.replace(key, cycle, replacement, Event(cycle, keys.record_skipped(key), skipped))
-        return use(replacement)
+        return used_record(key, cycle, result, use, stand_in, becomes, self.replace)
 
     def replace(self, key: str, cycle: int, result: Any, event: Event) -> None:
         """Journal `result` under `key` in place of what is there, with `event`, at once."""
@@ -314,6 +305,31 @@ class Ledger:
         with transaction(self.engine) as conn:
             lines = write_record(conn, self.run_id, None, batch)
         mirror_lines(self.engine, self.storage, self.run_id, lines)
+
+
+def used_record(
+    key: str,
+    cycle: int,
+    result: T,
+    use: Callable[[T], U],
+    stand_in: Callable[[], T],
+    becomes: str,
+    replace: Callable[[str, int, Any, Event], None],
+) -> U:
+    """`Ledger.used` on any journal: `replace` journals the stand-in with the skip's event.
+
+    Kept apart from `Ledger` so that every persistence skips a bad record the same way.
+    """
+    try:
+        return use(result)
+    except Exception as exc:  # noqa: BLE001 - any failure of a pure use is the record's
+        reason = _reason(exc)
+        if not skip_bad_records.get():
+            raise BadRecordError(key, reason) from exc
+    replacement = stand_in()
+    skipped = RecordSkipped(key=key, reason=reason, becomes=becomes)
+    replace(key, cycle, replacement, Event(cycle, keys.record_skipped(key), skipped))
+    return use(replacement)
 
 
 _JOURNAL_COLUMNS = ("run_id", "key", "cycle", "result")

@@ -207,6 +207,10 @@ class Context(Settings):
     chat_model: SkipJsonSchema[Any] = Field(None, exclude=True)
     """A LangChain chat model to call instead of ChatOllama (the in-process test tier);
     None, always outside tests: ChatOllama for `model` at the run's host."""
+    persistence_backend: SkipJsonSchema[Any] = Field(None, exclude=True)
+    """The storage the nodes go through (`checkpoints.persistence.Persistence`; the
+    in-memory one in the nodes' unit tests); None, always outside tests: the database of
+    `storage`."""
     extensions: SkipJsonSchema[Any] = Field(None, exclude=True)
     """Tools and hooks handed over from Python (`contreact.run(config, tools=, hooks=)`):
     `{"tools": [...], "hooks": [...]}`; None: only those the config names."""

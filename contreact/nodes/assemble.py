@@ -17,12 +17,17 @@ from typing import Any
 from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph.runtime import Runtime
 
-from contreact.checkpoints import keys
-from contreact.checkpoints.event_schema import ContextTrim, CycleStart, Event, RunStart
-from contreact.checkpoints.event_schema import Extensions as ExtensionsRecord
-from contreact.checkpoints.event_schema import Intervention as InterventionEvent
-from contreact.checkpoints.journal import Ledger
-from contreact.checkpoints.transactions import Tx
+from contreact.checkpoints.persistence import (
+    ContextTrim,
+    CycleStart,
+    Event,
+    Ledger,
+    RunStart,
+    Unit,
+    keys,
+)
+from contreact.checkpoints.persistence import Extensions as ExtensionsRecord
+from contreact.checkpoints.persistence import Intervention as InterventionEvent
 from contreact.extensions.interventions import applying
 from contreact.extensions.loading import Extensions, extensions_of
 from contreact.graph.state import AgentState, Context, StateUpdate
@@ -34,7 +39,6 @@ from contreact.nodes.provenance import gather
 from contreact.nodes.step import ledger_of, node
 from contreact.ollama.tool_mode import TEXT_MODES, decide_tool_mode
 from contreact.text.tokens import estimate_tokens
-from contreact.tools.memory import clear_memory
 from contreact.tools.registry import TOOL_SCHEMAS
 
 TOOLS_TOKENS = estimate_tokens(json.dumps(TOOL_SCHEMAS))
@@ -71,7 +75,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         decided = ledger.once(
             keys.TOOL_MODE,
             cycle,
-            lambda _conn: (
+            lambda _unit: (
                 decide_tool_mode(ctx.tools.mode, ctx.host, ctx.model, ctx.ollama.timeout_s),
                 [],
             ),
@@ -85,7 +89,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
             # A fork or an extension opens a later cycle; its record is the runner's.
             tools = decided
 
-            def start(_conn: Tx) -> tuple[dict[str, Any], list[Event]]:
+            def start(_unit: Unit) -> tuple[dict[str, Any], list[Event]]:
                 record = gather(ctx, task=state.task)
                 return record, [Event(cycle, keys.RUN_START, run_start(ctx, state, tools, record))]
 
@@ -104,9 +108,7 @@ def assemble(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         update["cycle_started"] = time.time()
 
     budget = ctx.num_ctx - ctx.limits.output_reserve_tokens
-    tail, per_reflection = in_reach(
-        notes_for_prompt(ctx, ledger.run_id, cycle), budget, bool(state.task)
-    )
+    tail, per_reflection = in_reach(notes_for_prompt(ctx, ledger, cycle), budget, bool(state.task))
     earlier = tail.notes
     text_tools = tool_mode in TEXT_MODES
     schemas = extensions.toolset.schemas
@@ -175,7 +177,7 @@ def _start_extensions(
         return
     cycle = state.cycle
 
-    def act(_conn: Tx) -> tuple[None, list[Event]]:
+    def act(_unit: Unit) -> tuple[None, list[Event]]:
         extensions.call(
             "on_run_start",
             {
@@ -196,10 +198,10 @@ def _apply_interventions(ledger: Ledger, ctx: Context, cycle: int) -> None:
         if item.kind == "tool_fails" or not item.applies_to(cycle):
             continue
 
-        def act(conn: Tx, index: int = index, item: Any = item) -> tuple[None, list[Event]]:
+        def act(unit: Unit, index: int = index, item: Any = item) -> tuple[None, list[Event]]:
             detail: dict[str, Any]
             if item.kind == "memory":
-                detail = {"clear": True, "deleted": clear_memory(conn, ledger.run_id)}
+                detail = {"clear": True, "deleted": unit.memory.clear()}
             else:
                 detail = {"message": item.operator_message}
             payload = InterventionEvent(index=index, kind=item.kind, detail=detail)

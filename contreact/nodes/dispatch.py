@@ -13,22 +13,24 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
-from sqlalchemy import select
 
-from contreact.checkpoints import keys
-from contreact.checkpoints.event_schema import Error, Event, HookAction, OperatorMessage, ToolCall
-from contreact.checkpoints.event_schema import Intervention as InterventionEvent
-from contreact.checkpoints.journal import Ledger
-from contreact.checkpoints.schema import events
-from contreact.checkpoints.statements import Prepared, named
-from contreact.checkpoints.transactions import Tx
+from contreact.checkpoints.persistence import (
+    Error,
+    Event,
+    HookAction,
+    Ledger,
+    OperatorMessage,
+    ToolCall,
+    Unit,
+    keys,
+)
+from contreact.checkpoints.persistence import Intervention as InterventionEvent
 from contreact.extensions.hooks import HookError, tool_call_info
 from contreact.extensions.interventions import applying
 from contreact.extensions.loading import Extensions, extensions_of
@@ -39,24 +41,6 @@ from contreact.text.toolcalls import ParsedCall, call_signature
 from contreact.tools.memory import ToolSession
 from contreact.tools.operator import ask_operator
 from contreact.tools.registry import MEMORY_TOOLS, OPERATOR_TOOL, ToolResult
-
-_EVENT = named(events, "run_id", "key")
-_LOGGED_AT = Prepared(
-    lambda _: select(events.c.timestamp).where(
-        events.c.run_id == _EVENT["run_id"], events.c.key == _EVENT["key"]
-    )
-)
-
-
-def _seconds_since(conn: Tx, run_id: str, key: str) -> float | None:
-    """Seconds since the event `key` was logged (how long the operator took to answer)."""
-    row = _LOGGED_AT.first(conn, {"run_id": run_id, "key": key})
-    if row is None:
-        return None
-    stamp = row[0]
-    asked = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
-    return round((datetime.now(asked.tzinfo) - asked).total_seconds(), 3)
-
 
 SKIPPED_RESULT: dict[str, Any] = {
     "output": "error: this call's recorded result could not be replayed; call it again if needed",
@@ -131,11 +115,11 @@ def _run_call(
     extensions = extensions_of(ctx)
     as_run = _AsRun(call)
 
-    def act(conn: Tx) -> tuple[dict[str, Any], list[Event]]:
+    def act(unit: Unit) -> tuple[dict[str, Any], list[Event]]:
         started = time.monotonic()
         session = ToolSession(
             run_id=ledger.run_id,
-            conn=conn,
+            memory=unit.memory,
             memory_value_chars=ctx.limits.memory_value_chars,
             cycle=cycle,
             key=f"{ledger.run_id}:{key}",
@@ -163,7 +147,7 @@ def _run_call(
             ),
         )
         if session.details:
-            waited = _seconds_since(conn, ledger.run_id, keys.model_call(cycle, step))
+            waited = unit.seconds_since(keys.model_call(cycle, step))
             batch.append(
                 Event(
                     cycle,
@@ -307,7 +291,7 @@ def _tool_event(
 
 def _failure(
     cycle: int, step: int, index: int, as_run: _AsRun, exc: Exception
-) -> Callable[[Tx], tuple[dict[str, Any], list[Event]]]:
+) -> Callable[[Unit], tuple[dict[str, Any], list[Event]]]:
     """The journal entry and events of a tool that raised unexpectedly.
 
     When a hook rewrote the arguments, the error names the hook: the tool ran with its
@@ -320,7 +304,7 @@ def _failure(
         reason += f" (with the arguments hook {hooks} rewrote)"
     output = f"Error: the tool {name} failed unexpectedly ({reason}). Nothing was changed."
 
-    def act(_conn: Tx) -> tuple[dict[str, Any], list[Event]]:
+    def act(_unit: Unit) -> tuple[dict[str, Any], list[Event]]:
         key = keys.tool_call(cycle, step, index)
         return {"output": output, "error": True, "ran": True}, [
             _tool_event(cycle, step, key, as_run, output, True, False),

@@ -19,11 +19,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from contreact.checkpoints import keys
-from contreact.checkpoints.event_schema import Error, Event, LlmInvocation
-from contreact.checkpoints.event_store import count_events
-from contreact.checkpoints.journal import Ledger
-from contreact.checkpoints.transactions import Tx
+from contreact.checkpoints.persistence import Error, Event, Ledger, LlmInvocation, Unit, keys
 from contreact.extensions.loading import extensions_of
 from contreact.graph.state import AgentState, Context, CycleStats, StateUpdate
 from contreact.nodes.answer_health import answer_flags
@@ -257,7 +253,7 @@ def invoke(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
 
     extensions = extensions_of(ctx)
 
-    def act(_conn: Tx) -> tuple[dict[str, Any], list[Event]]:
+    def act(_unit: Unit) -> tuple[dict[str, Any], list[Event]]:
         # Inside the journaled call: a replayed answer does not call the hooks again.
         extensions.call("before_model_call", {"cycle": cycle, "step": step_no, "model": ctx.model})
         record, payload = _call_and_log(state, ctx, ledger)
@@ -312,7 +308,7 @@ def _call_and_log(
 ) -> tuple[dict[str, Any], LlmInvocation]:
     """Call the model; its record and LLM_INVOCATION payload (a failure is logged as ERROR)."""
     cycle, step_no = state.cycle, state.stats["steps"]
-    earlier = notes_for_prompt(ctx, ledger.run_id, cycle, since=state.reflections_from)
+    earlier = notes_for_prompt(ctx, ledger, cycle, since=state.reflections_from)
     mode = state.tool_mode or "native"
     toolset = extensions_of(ctx).toolset
     schemas = toolset.schemas
@@ -354,7 +350,7 @@ def _call_and_log(
             record = call_model(ctx, prompt, with_tools, toolset=toolset)
     except ModelCallError as error:
         prefix = keys.model_error_prefix(cycle, step_no)
-        n = count_events(ledger.engine, ledger.run_id, key_prefix=prefix, cycle=cycle)
+        n = ledger.count_events(key_prefix=prefix, cycle=cycle)
         ledger.emit(
             Event(
                 cycle,

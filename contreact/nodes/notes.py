@@ -14,10 +14,9 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from contreact.checkpoints.cycles import Note, NoteTail, recent_notes
+from contreact.checkpoints.persistence import Ledger, Note, NoteTail
 from contreact.graph.state import AgentState, Context
 from contreact.nodes.prompts import build_prompt, reflections_section
-from contreact.nodes.step import engine_of
 from contreact.text.tokens import estimate_tokens
 
 
@@ -81,11 +80,13 @@ def reach_chars(budget: int) -> int:
     return 4 * max(budget, 0) + 4
 
 
-def notes_for_prompt(ctx: Context, run_id: str, cycle: int, since: int | None = None) -> NoteTail:
-    """The newest notes before `cycle` that a prompt of `ctx`'s window could show."""
+def notes_for_prompt(
+    ctx: Context, ledger: Ledger, cycle: int, since: int | None = None
+) -> NoteTail:
+    """The newest notes of `ledger`'s scope before `cycle` that `ctx`'s window could show."""
     budget = ctx.num_ctx - ctx.limits.output_reserve_tokens
     chars = reach_chars(budget)
-    return recent_notes(engine_of(ctx), run_id, before=cycle, chars=chars, since=since)
+    return ledger.recent_notes(before=cycle, chars=chars, since=since)
 
 
 _reached: list[tuple[tuple[Any, ...], tuple[NoteTail, tuple[int, ...]]]] = []

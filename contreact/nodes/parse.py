@@ -22,8 +22,7 @@ import time
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
-from contreact.checkpoints import keys
-from contreact.checkpoints.event_schema import Event, ParseFailure
+from contreact.checkpoints.persistence import Event, ParseFailure, keys
 from contreact.extensions.loading import extensions_of
 from contreact.graph.state import AgentState, Context, CycleStats, PendingCall, StateUpdate
 from contreact.nodes.answer_health import (

@@ -21,7 +21,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from contreact.checkpoints.cycles import Note
+from contreact.checkpoints.persistence import Note
 from contreact.nodes.constrained_format import EXAMPLE_CALL, FINAL_ACTION
 from contreact.text.reflection_format import shown_schema
 from contreact.text.tool_text import tool_call_text, tool_line, tool_response_text

@@ -13,28 +13,26 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from contreact.checkpoints import keys
-from contreact.checkpoints.cycles import CycleRecord, insert_cycle, recent_notes
-from contreact.checkpoints.event_schema import CycleEnd, Event, RunEnd, Similarity
-from contreact.checkpoints.journal import Ledger
-from contreact.checkpoints.registry import complete_studio_run
-from contreact.checkpoints.similarity_index import insert_keys, lookup, similar_notes
-from contreact.checkpoints.transactions import Tx
+from contreact.checkpoints.persistence import (
+    CycleEnd,
+    CycleRecord,
+    Event,
+    Ledger,
+    RunEnd,
+    Similarity,
+    Unit,
+    keys,
+)
 from contreact.extensions.loading import extensions_of
 from contreact.graph.state import AgentState, Context, StateUpdate, fresh_cycle
 from contreact.nodes.similarity import EMBED_TIMEOUT_S, SimilarityReport, assess
-from contreact.nodes.step import engine_of, ledger_of, node, run_id_of
+from contreact.nodes.step import ledger_of, node, run_id_of
 from contreact.text.reflection_format import Accepted, check_reflection, prose_of
-from contreact.text.similarity import INDEX_BANDS, index_keys
-from contreact.tools.memory import count_keys
-
-# Made now, not at a long run's first look-up: a resident process compiles every statement
-# made before it forks its commands (`statements.compile_all`).
-lookup(INDEX_BANDS)
+from contreact.text.similarity import index_keys
 
 
 def _similarity(
-    conn: Tx, state: AgentState, ctx: Context, ledger: Ledger
+    unit: Unit, state: AgentState, ctx: Context, ledger: Ledger
 ) -> tuple[SimilarityReport | None, list[int]]:
     """The monitor's verdict, and the index keys to store with the cycle.
 
@@ -49,13 +47,11 @@ def _similarity(
     words = prose_of if ctx.reflection_schema is not None else str
     text = words(state.final_text)
     keys = index_keys(text)
-    tail = recent_notes(engine_of(ctx), ledger.run_id, before=state.cycle, count=settings.recent)
+    tail = ledger.recent_notes(before=state.cycle, count=settings.recent)
     recent = tail.notes[-settings.recent :]
     older = []
     if tail.older or len(tail.notes) > len(recent):
-        older = similar_notes(
-            conn, ledger.run_id, keys, before=recent[0].cycle, per_key=settings.per_key
-        )
+        older = unit.similar_notes(keys, before=recent[0].cycle, per_key=settings.per_key)
     return assess(
         text,
         [(n.cycle, words(n.reflection)) for n in [*older, *recent]],
@@ -103,18 +99,16 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
     opening = first if isinstance(first, str) else str(first)
     extensions = extensions_of(ctx)
 
-    def act(conn: Tx) -> tuple[dict[str, Any], list[Event]]:
-        report, index = _similarity(conn, state, ctx, ledger)
+    def act(unit: Unit) -> tuple[dict[str, Any], list[Event]]:
+        report, index = _similarity(unit, state, ctx, ledger)
         metrics: dict[str, Any] = {
             **state.stats,
             "reflection_chars": len(text),
-            "final_memory_keys": count_keys(conn, ledger.run_id),
+            "final_memory_keys": unit.memory.count(),
         }
         advisory = report.advisory if report else None
-        insert_keys(conn, ledger.run_id, cycle, index)
-        insert_cycle(
-            conn,
-            ledger.run_id,
+        unit.index_keys(cycle, index)
+        unit.insert_cycle(
             CycleRecord(
                 cycle=cycle,
                 reflection=text,
@@ -145,7 +139,7 @@ def reflect(state: AgentState, runtime: Runtime[Context]) -> StateUpdate:
         extensions.call("on_cycle_end", {"cycle": cycle, "reflection": text, "metrics": metrics})
         if last:
             batch.append(Event(cycle, keys.run_end(cycle), RunEnd(cycles=cycle)))
-            complete_studio_run(conn, run_id_of(state))
+            unit.complete_studio_run(run_id_of(state))
             extensions.call("on_run_end", {"cycle": cycle, "run_id": ledger.run_id})
         return {"advisory": advisory}, batch
 

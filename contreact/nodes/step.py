@@ -1,9 +1,10 @@
 """What every node step needs: the `node` wrapper, the run's scope and its ledger.
 
-Kept in one place so that no node builds its own database access, guesses the run id or
-decides which branch it is on. Every node is wrapped in `node`, which asks persistence's
-front door (`checkpoints.persistence.enter_step`) which lineage the step runs in before
-the node body sees the state; the body then takes its ledger with `ledger_of`.
+Kept in one place so that no node builds its own storage access, guesses the run id or
+decides which branch it is on. The run's storage is the context's persistence (the front
+door's contract, `checkpoints.persistence`; its database unless a test hands over another).
+Every node is wrapped in `node`, which asks it which lineage the step runs in before the
+node body sees the state; the body then takes its ledger with `ledger_of`.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from typing import Any, TypeVar, cast
 from langchain_core.messages import AIMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime, get_runtime
-from sqlalchemy import Engine
 
-from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.fork import ForkPoint
-from contreact.checkpoints.journal import Ledger
-from contreact.checkpoints.lineage import scope_of
-from contreact.checkpoints.persistence import enter_step
+from contreact.checkpoints.persistence import (
+    ForkPoint,
+    Ledger,
+    Persistence,
+    scope_of,
+    sql_persistence,
+)
 from contreact.config import Config
 from contreact.config.sections import OperatorSettings
 from contreact.graph.state import AgentState, Context, StateUpdate
@@ -36,9 +38,10 @@ def run_id_of(state: AgentState) -> str:
     return str(get_config()["configurable"]["thread_id"])
 
 
-def engine_of(ctx: Context) -> Engine:
-    """The database engine of the run's storage."""
-    return engine_for(ctx.store)
+def persistence_of(ctx: Context) -> Persistence:
+    """The run's storage: the context's persistence, or its storage's database."""
+    given: Persistence | None = ctx.persistence_backend
+    return given if given is not None else sql_persistence(ctx.store)
 
 
 def _invocation() -> str | None:
@@ -50,7 +53,7 @@ def _invocation() -> str | None:
 def ledger_of(state: AgentState, ctx: Context) -> Ledger:
     """The exactly-once ledger of the run's current branch."""
     scope = scope_of(run_id_of(state), state.lineage)
-    return Ledger(ctx.store, scope, engine_of(ctx), invocation=_invocation())
+    return persistence_of(ctx).ledger(scope, _invocation())
 
 
 def fork_point_of(state: AgentState) -> ForkPoint:
@@ -94,8 +97,7 @@ def lineage_of(state: AgentState, runtime: Runtime[Context]) -> str:
     if info is None:
         return state.lineage
     ctx, run_id = runtime.context, run_id_of(state)
-    return enter_step(
-        ctx.store,
+    return persistence_of(ctx).enter_step(
         run_id=run_id,
         lineage=state.lineage,
         thread_id=info.thread_id,

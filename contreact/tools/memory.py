@@ -1,10 +1,10 @@
 """The agent's persistent key-value memory and the five memory tools.
 
-Memory lives in a SQLAlchemy table keyed by (run id, key). The run id comes from the
-injected session, never from the model, so no tool call can reach another run's keys.
-Every tool runs on the connection of the journal transaction that records its result:
-the change and its record commit together, so crash + resume neither loses nor doubles
-a write.
+Memory lives in storage keyed by (run id, key) (`checkpoints.memories`). The run id comes
+from the injected session, never from the model, so no tool call can reach another run's
+keys. Every tool works through the session's `memory`, which the journal transaction that
+records its result hands over: the change and its record commit together, so crash + resume
+neither loses nor doubles a write.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, select
 
+from contreact.checkpoints.memories import Memory
 from contreact.checkpoints.schema import memories
-from contreact.checkpoints.statements import Prepared, named, upsert
-from contreact.checkpoints.transactions import Tx
 
 
 class ToolError(Exception):
@@ -28,7 +27,8 @@ class ToolSession:
     """Hidden arguments every tool receives; never part of the model's schema."""
 
     run_id: str
-    conn: Tx
+    memory: Memory
+    """The run's memories, in the transaction that records the call."""
     memory_value_chars: int = 50_000
     cycle: int = 0
     key: str = ""
@@ -48,22 +48,12 @@ def _check_key(key: str) -> str:
     return key
 
 
-_PARAMS = named(memories, "run_id", "key")
-_RUN, _KEY = memories.c.run_id == _PARAMS["run_id"], memories.c.key == _PARAMS["key"]
-_VALUE = Prepared(lambda _: select(memories.c.value).where(_RUN, _KEY))
-_KEYS = Prepared(lambda _: select(memories.c.key).where(_RUN).order_by(memories.c.key))
-_COUNT = Prepared(lambda _: select(func.count()).select_from(memories).where(_RUN))
-_CLEAR = Prepared(lambda _: delete(memories).where(_RUN))
-_DELETE = Prepared(lambda _: delete(memories).where(_RUN, _KEY))
-
-
 def _value(session: ToolSession, key: str) -> str | None:
-    row = _VALUE.first(session.conn, {"run_id": session.run_id, "key": key})
-    return None if row is None else str(row[0])
+    return session.memory.value(key)
 
 
 def _keys(session: ToolSession) -> list[str]:
-    return [str(k) for (k,) in _KEYS.rows(session.conn, {"run_id": session.run_id})]
+    return session.memory.keys()
 
 
 def write_memory(session: ToolSession, key: str, value: str) -> str:
@@ -81,12 +71,7 @@ def write_memory(session: ToolSession, key: str, value: str) -> str:
             f"{session.memory_value_chars}. Store a shorter value or split it over several keys."
         )
     existed = _value(session, key) is not None
-    upsert(
-        session.conn,
-        memories,
-        {"run_id": session.run_id, "key": key, "value": value},
-        ["run_id", "key"],
-    )
+    session.memory.put(key, value)
     verb = "Updated" if existed else "Created"
     return f"{verb} memory '{key}' ({len(value)} characters)."
 
@@ -120,7 +105,7 @@ def delete_memory(session: ToolSession, key: str) -> str:
         key: The name of the memory to delete.
     """
     _check_key(key)
-    if not _DELETE.rowcount(session.conn, {"run_id": session.run_id, "key": key}):
+    if not session.memory.delete(key):
         raise ToolError(f"no memory is stored under the key '{key}'")
     return f"Deleted memory '{key}'."
 
@@ -150,14 +135,3 @@ def memory_snapshot(engine: Engine, run_id: str) -> dict[str, str]:
             .order_by(memories.c.key)
         )
         return {str(k): str(v) for k, v in rows}
-
-
-def clear_memory(conn: Tx, run_id: str) -> int:
-    """Delete every memory of a run (an intervention's wipe); how many there were."""
-    return _CLEAR.rowcount(conn, {"run_id": run_id})
-
-
-def count_keys(conn: Tx, run_id: str) -> int:
-    """How many memories a run holds right now."""
-    row = _COUNT.first(conn, {"run_id": run_id})
-    return int(row[0]) if row else 0

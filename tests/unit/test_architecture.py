@@ -205,6 +205,41 @@ def test_the_layer_check_refuses_an_upward_import() -> None:
     assert RANK["graph.state"] < RANK["nodes"] < RANK["graph"]
 
 
+FRONT_DOOR = "contreact.checkpoints.persistence"
+"""The one module of `checkpoints` the nodes import: the contract of what they ask of storage."""
+
+
+def back_doors(module: str, imported: list[str]) -> list[str]:
+    """The modules of `checkpoints` other than the front door that `module` imports, if a node."""
+    if area(module) != "nodes":
+        return []
+    return [name for name in imported if area(name) == "checkpoints" and name != FRONT_DOOR]
+
+
+def test_the_nodes_reach_storage_only_through_the_front_door() -> None:
+    broken = [
+        f"{path.relative_to(ROOT)}:{line}: imports {name}"
+        for path in product_files()
+        for line, name in imports_of(path)
+        if back_doors(module_name(path), [name])
+    ]
+    assert broken == []
+    # The walk sees the nodes' own imports of it, the names it re-exports included.
+    seen = graph()
+    assert all(FRONT_DOOR in seen[f"contreact.nodes.{n}"] for n in ("step", "reflect", "parse"))
+
+
+def test_the_front_door_check_refuses_any_other_checkpoints_module() -> None:
+    node, others = "contreact.nodes.reflect", ["contreact.checkpoints.journal"]
+    assert back_doors(node, others) == others
+    assert back_doors(node, [f"{FRONT_DOOR}.sql", "contreact.checkpoints"]) == [
+        f"{FRONT_DOOR}.sql",
+        "contreact.checkpoints",
+    ]
+    assert back_doors(node, [FRONT_DOOR, "contreact.tools.memory"]) == []
+    assert back_doors("contreact.engine.runner", others) == []
+
+
 def test_services_never_import_or_run_the_command_line() -> None:
     services = [p for p in product_files() if area(module_name(p)) in ("engine", "studies")]
     assert services

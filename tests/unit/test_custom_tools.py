@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import pytest
 from langchain_core.tools import InjectedToolArg
 
+from contreact.checkpoints.persistence.memory import DictMemory
 from contreact.tools.custom import ExtensionError, custom_tool, from_config, load_object
 from contreact.tools.marks import tool
 from contreact.tools.memory import ToolSession
@@ -42,7 +43,7 @@ def undocumented(x: int) -> str:
 
 
 def session(key: str) -> ToolSession:
-    return ToolSession(run_id="r", conn=None, key=key)  # type: ignore[arg-type]
+    return ToolSession(run_id="r", memory=DictMemory({}), key=key)
 
 
 def test_the_schema_comes_from_hints_and_docstring_without_the_key() -> None:

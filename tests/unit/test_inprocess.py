@@ -8,47 +8,23 @@ real code.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.messages import BaseMessage
 
 from contreact.checkpoints.cycles import cycle_records
 from contreact.checkpoints.engines import engine_for
+from contreact.checkpoints.memories import SqlMemory
 from contreact.checkpoints.saver import open_saver
 from contreact.config import parse_config
 from contreact.graph.state import Context, fresh_cycle
 from contreact.graph.wiring import builder
 from contreact.tools.memory import ToolSession, memory_snapshot, search_memory_keys, write_memory
-
-
-class ScriptedChat(GenericFakeChatModel):
-    """A fake chat model that answers from a list and remembers every prompt it was sent."""
-
-    prompts: list[list[BaseMessage]] = []
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChat:  # type: ignore[override]
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.prompts.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
-
-
-def model(*answers: AIMessage | str) -> ScriptedChat:
-    script: Iterator[AIMessage] = iter(
-        a if isinstance(a, AIMessage) else AIMessage(content=a) for a in answers
-    )
-    return ScriptedChat(messages=script, prompts=[])
-
-
-def tool(name: str, **args: str) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "x"}])
+from support.chat import ScriptedChat, model, tool
 
 
 def context(tmp_path: Path, chat: ScriptedChat) -> Context:
@@ -186,7 +162,7 @@ def test_pattern_search_is_a_literal_case_sensitive_substring(
     """`%`, `_` and regex characters are literal; `notes` does not match `Notes`."""
     engine = engine_for(Context(storage={"data_dir": str(tmp_path / "runs")}).store)
     with engine.begin() as conn:
-        session = ToolSession(run_id="search", conn=conn)
+        session = ToolSession(run_id="search", memory=SqlMemory(conn, "search"))
         for key in ("notes", "Notes", "a_b", "a%b", "axb", "aXb"):
             write_memory(session, key, "v")
         assert search_memory_keys(session, pattern) == expected
@@ -202,6 +178,7 @@ def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
     """Every model call receives `prompt_of` the state assemble left, message for message."""
     from contreact.graph.state import AgentState
     from contreact.nodes.notes import notes_for_prompt, prompt_of
+    from contreact.nodes.step import persistence_of
 
     chat = model("Note one.", tool("write", key="k", value="v"), tool("list"), "Note two.")
     ctx = context(tmp_path, chat)
@@ -213,6 +190,7 @@ def test_invoke_sends_the_prompt_assemble_built(tmp_path: Path) -> None:
         ][::-1]
     assert len(before_invoke) == len(chat.prompts) == 4
     for state, sent in zip(before_invoke, chat.prompts, strict=True):
-        notes = notes_for_prompt(ctx, "seam", state.cycle, since=state.reflections_from)
+        ledger = persistence_of(ctx).ledger("seam")
+        notes = notes_for_prompt(ctx, ledger, state.cycle, since=state.reflections_from)
         built = prompt_of(state, notes, text_tools=False)
         assert [(m.type, m.content) for m in sent] == [(m.type, m.content) for m in built]

@@ -12,11 +12,11 @@ from collections.abc import Callable
 import pytest
 
 from contreact.checkpoints.engines import engine_for
-from contreact.checkpoints.journal import Ledger
+from contreact.checkpoints.memories import count_keys
+from contreact.checkpoints.persistence import Ledger, Unit, sql_persistence
 from contreact.tools.memory import (
     ToolError,
     ToolSession,
-    count_keys,
     delete_memory,
     list_memories,
     read_memory,
@@ -28,12 +28,12 @@ from support.backends import Backend
 
 def test_memory_tools_in_journal_transactions(backend: Backend) -> None:
     storage = backend.storage()
-    ledger = Ledger(storage, "mem-run", engine_for(storage))
-    other = Ledger(storage, "other-run", engine_for(storage))
+    ledger = sql_persistence(storage).ledger("mem-run")
+    other = sql_persistence(storage).ledger("other-run")
 
     def run(ledger: Ledger, key: str, tool: Callable[[ToolSession], str]) -> str:
-        def act(conn: object) -> tuple[str, list[object]]:
-            session = ToolSession(run_id=ledger.run_id, conn=conn)  # type: ignore[arg-type]
+        def act(unit: Unit) -> tuple[str, list[object]]:
+            session = ToolSession(run_id=ledger.run_id, memory=unit.memory)
             try:
                 return tool(session), []
             except ToolError as exc:
@@ -63,10 +63,10 @@ def test_memory_tools_in_journal_transactions(backend: Backend) -> None:
 
 def test_a_failed_step_leaves_no_memory_change(backend: Backend) -> None:
     storage = backend.storage()
-    ledger = Ledger(storage, "atomic", engine_for(storage))
+    ledger = sql_persistence(storage).ledger("atomic")
 
-    def act(conn: object) -> tuple[str, list[object]]:
-        write_memory(ToolSession(run_id="atomic", conn=conn), "k", "v")  # type: ignore[arg-type]
+    def act(unit: Unit) -> tuple[str, list[object]]:
+        write_memory(ToolSession(run_id="atomic", memory=unit.memory), "k", "v")
         raise RuntimeError("the process dies before the record commits")
 
     with pytest.raises(RuntimeError):

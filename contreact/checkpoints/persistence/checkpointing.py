@@ -1,6 +1,7 @@
-"""Persistence, the front door: how a run is checkpointed, resumed after a crash and branched.
+"""How a run is checkpointed, resumed after a crash and branched.
 
-The runner and the nodes reach persistence through this module; what it promises:
+The runner reaches it through the front door (`checkpoints.persistence`), and so do the
+nodes (their step's check, `enter_step`, through the SQL persistence). What it promises:
 
 * **Checkpoint policy.** `step` saves a LangGraph checkpoint after every step (Studio time
   travel to any step of a CLI run). `cycle` (the default) saves one per cycle: each
