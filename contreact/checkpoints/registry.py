@@ -161,7 +161,9 @@ def beat(engine: Engine, run_id: str) -> None:
 class Heartbeat:
     """A daemon thread that beats for a run while its process drives it.
 
-    One tiny UPDATE a second; a failed beat (a locked SQLite file under many writers) is
+    Each beat also says which tool of its own the run is inside, if any (`activity`), so
+    `status` can tell a slow tool from a hung run at no cost of its own. One tiny UPDATE a
+    second; a failed beat (a locked SQLite file under many writers) is
     skipped, not fatal: the next one a second later counts.
     """
 
