@@ -118,7 +118,7 @@ def assert_contained(backend: Backend, done: Any, tool: str, raised: str) -> Non
 def test_a_tool_calling_sys_exit_is_an_error_result_and_the_run_completes(
     tmp_path: Path, backend: Backend
 ) -> None:
-    script = {1: [call("quit_now"), "Reflection 1."], 2: ["Reflection 2."]}
+    script: dict[int, list[Any]] = {1: [call("quit_now"), "Reflection 1."], 2: ["Reflection 2."]}
     with scripted_stub(script) as server:
         config = configured(tmp_path, backend, server.url)
         done = cli(backend, "run", str(config))
@@ -132,7 +132,7 @@ def test_a_tool_calling_sys_exit_is_an_error_result_and_the_run_completes(
 def test_a_tool_raising_keyboard_interrupt_or_its_own_base_exception_is_an_error_result(
     tmp_path: Path, sqlite_backend: Backend, tool: str, raised: str
 ) -> None:
-    script = {1: [call(tool), "Reflection 1."], 2: ["Reflection 2."]}
+    script: dict[int, list[Any]] = {1: [call(tool), "Reflection 1."], 2: ["Reflection 2."]}
     with scripted_stub(script) as server:
         config = configured(tmp_path, sqlite_backend, server.url)
         done = cli(sqlite_backend, "run", str(config))
@@ -142,7 +142,10 @@ def test_a_tool_raising_keyboard_interrupt_or_its_own_base_exception_is_an_error
 def test_a_tool_past_tools_timeout_s_is_abandoned_and_the_run_completes(
     tmp_path: Path, backend: Backend
 ) -> None:
-    script = {1: [call("slow_tool", seconds=300), "Reflection 1."], 2: ["Reflection 2."]}
+    script: dict[int, list[Any]] = {
+        1: [call("slow_tool", seconds=300), "Reflection 1."],
+        2: ["Reflection 2."],
+    }
     with scripted_stub(script) as server:
         config = configured(tmp_path, backend, server.url, tools={"timeout_s": 1})
         started = time.monotonic()
@@ -167,7 +170,10 @@ def test_a_tool_past_tools_timeout_s_is_abandoned_and_the_run_completes(
 def test_status_names_the_tool_a_run_is_in_and_sigint_there_still_stops_the_run(
     tmp_path: Path, sqlite_backend: Backend
 ) -> None:
-    script = {1: [call("wait_for_release"), "Reflection 1."], 2: ["Reflection 2."]}
+    script: dict[int, list[Any]] = {
+        1: [call("wait_for_release"), "Reflection 1."],
+        2: ["Reflection 2."],
+    }
     with scripted_stub(script) as server:
         config = configured(tmp_path, sqlite_backend, server.url)
         proc = cli_start(sqlite_backend, "run", str(config))

@@ -84,7 +84,11 @@ def test_a_call_past_its_timeout_is_abandoned_and_its_thread_left_to_finish() ->
 
 
 def test_no_timeout_waits_as_long_as_the_call_takes() -> None:
-    assert contained(lambda: time.sleep(0.3) or "slept", timeout_s=None) == Returned("slept")
+    def sleeps() -> str:
+        time.sleep(0.3)
+        return "slept"
+
+    assert contained(sleeps, timeout_s=None) == Returned("slept")
 
 
 WHERE: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="nowhere")
@@ -152,6 +156,22 @@ def test_a_toolset_answers_an_escape_and_a_timeout_with_an_error_result() -> Non
     said = "did not return within 0.2 s (tools.timeout_s) and was abandoned"
     assert slow.output.startswith(f"Error: the tool never_returns {said}")
     assert slow.contained == Contained("tool_timeout", said)
+
+
+def asks() -> str:
+    """Ask a person (LangGraph's interrupt)."""
+    from langgraph.errors import GraphInterrupt
+
+    raise GraphInterrupt(())
+
+
+def test_langgraph_s_interrupt_from_a_tool_passes_on_as_before() -> None:
+    from langgraph.errors import GraphInterrupt
+
+    tools = Toolset.of(custom=[custom_tool(asks, "t:asks")], timeout_s=5)
+    session = ToolSession(run_id="r", conn=None, key="r:c1:s1:t0")  # type: ignore[arg-type]
+    with pytest.raises(GraphInterrupt):
+        tools.run("asks", {}, session)
 
 
 def test_while_a_tool_runs_its_run_s_heartbeat_names_it(tmp_path: Path) -> None:
