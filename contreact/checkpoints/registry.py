@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
+from contreact.checkpoints.activity import tool_of
 from contreact.checkpoints.event_schema import utc_now
 
 # Re-exported: the registry's vocabulary, defined where the fast read can use it.
@@ -142,19 +143,27 @@ def complete_studio_run(conn: Tx, run_id: str) -> None:
 
 
 def beat(engine: Engine, run_id: str) -> None:
-    """Refresh the run's heartbeat (its driver is alive)."""
+    """Refresh the run's heartbeat (its driver is alive), and say which tool it is in."""
+    tool, since = tool_of(run_id)
     with engine.begin() as conn:
         conn.execute(
             update(runs)
             .where(runs.c.run_id == run_id)
-            .values(heartbeat=time.time(), driver_host=socket.gethostname())
+            .values(
+                heartbeat=time.time(),
+                driver_host=socket.gethostname(),
+                in_tool=tool,
+                in_tool_since=since,
+            )
         )
 
 
 class Heartbeat:
     """A daemon thread that beats for a run while its process drives it.
 
-    One tiny UPDATE a second; a failed beat (a locked SQLite file under many writers) is
+    Each beat also says which tool of its own the run is inside, if any (`activity`), so
+    `status` can tell a slow tool from a hung run at no cost of its own. One tiny UPDATE a
+    second; a failed beat (a locked SQLite file under many writers) is
     skipped, not fatal: the next one a second later counts.
     """
 
@@ -181,7 +190,9 @@ class Heartbeat:
         try:
             with self.engine.begin() as conn:
                 conn.execute(
-                    update(runs).where(runs.c.run_id == self.run_id).values(heartbeat=None)
+                    update(runs)
+                    .where(runs.c.run_id == self.run_id)
+                    .values(heartbeat=None, in_tool=None, in_tool_since=None)
                 )
         except Exception:  # noqa: BLE001, S110 - the status written after this says the rest
             pass

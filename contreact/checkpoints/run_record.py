@@ -69,6 +69,19 @@ class RunRecord:
     heartbeat: float | None = None
     driver_host: str | None = None
     """The machine whose process beats for the run (its pid is only meaningful there)."""
+    in_tool: str | None = None
+    """The tool of the run's own its driver is inside (as of the last beat), if any."""
+    in_tool_since: float | None = None
+    """Since when (epoch seconds) it is inside `in_tool`."""
+
+    def tool_seconds(self, now: float | None = None) -> tuple[str, float] | None:
+        """(the tool the driver was inside at its last beat, seconds it has run by `now`).
+
+        Meaningful while the run is `driven`: a driver that stopped left its last note.
+        """
+        if self.in_tool is None or self.in_tool_since is None:
+            return None
+        return self.in_tool, max(0.0, (now or time.time()) - self.in_tool_since)
 
     @property
     def shown_status(self) -> ShownStatus:

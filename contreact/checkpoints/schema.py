@@ -45,6 +45,10 @@ runs = Table(
     # heartbeat stopped is interrupted, whatever machine or container drove it.
     Column("heartbeat", Float, nullable=True),
     Column("driver_host", StoredString(255), nullable=True),
+    # The tool of the run's own its driver is inside, and since when (epoch seconds),
+    # carried by the heartbeat (`checkpoints.activity`); NULL outside a tool.
+    Column("in_tool", StoredString(200), nullable=True),
+    Column("in_tool_since", Float, nullable=True),
     Column("created_at", StoredString(40), nullable=False),
     Column("updated_at", StoredString(40), nullable=False),
 )

@@ -55,11 +55,16 @@ def _args(value: Any) -> str:
 
 
 def note_line(note: RunNote) -> str:
-    """An intervention or a hook's veto or rewrite, as one line of a run's live output."""
+    """An intervention, a hook's veto or rewrite, a contained tool: one line of live output."""
     p = note.payload
     # Events count a cycle's steps from 0; the progress lines, like people, from 1.
     step = f" · step {int(p['step']) + 1}" if isinstance(p.get("step"), int) else ""
     where = f"cycle {note.cycle}{step}"
+    if note.event_type == "ERROR":
+        return (
+            f"{where} · tool `{p.get('tool_name', '?')}` {_short(p.get('message', ''), 120)}; "
+            "the model was told and the run goes on"
+        )
     if note.event_type == "HOOK":
         hook, tool = p.get("hook", "?"), p.get("tool_name", "?")
         if p.get("action") == "rewrite":

@@ -200,8 +200,18 @@ def _run_summary(run_id: str) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "process_alive": record.driven if record.status == "running" else None,
+        "activity": _activity(record),
         "log": None if logs is None else str(logs / f"{run_id}.jsonl"),  # as event_mirror's
     }
+
+
+def _activity(record: RunRecord) -> str | None:
+    """`in tool `slow_tool` for 42 s` while the run's driver is inside a tool of its own."""
+    inside = record.tool_seconds() if record.shown_status == "running" else None
+    if inside is None:
+        return None
+    tool, seconds = inside
+    return f"in tool `{tool}` for {seconds:.0f} s"
 
 
 @command()

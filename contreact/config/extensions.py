@@ -39,6 +39,9 @@ class ToolSettings(Strict):
     """Built-in tools the model does not get, by name (`delete`, `write`, ...)."""
     entry_points: bool = True
     """Add the tools installed packages declare in the `contreact.tools` entry-point group."""
+    timeout_s: float | None = Field(300.0, gt=0)
+    """How long one call of a tool of your own may run; past it the call is abandoned (its
+    thread left behind) and the model told. None: no limit."""
 
     @model_validator(mode="before")
     @classmethod

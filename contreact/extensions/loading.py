@@ -102,7 +102,7 @@ def build_extensions(ctx: Context) -> Extensions:
         *from_config(ctx.tools.add, entry_points=ctx.tools.entry_points, folders=ctx.import_dirs),
         *from_python(handed.get("tools") or ()),
     ]
-    toolset = Toolset.of(ctx.tools.disable, custom)
+    toolset = Toolset.of(ctx.tools.disable, custom, ctx.tools.timeout_s)
     return Extensions(toolset, _hooks_of(ctx), tuple(ctx.tools.disable))
 
 

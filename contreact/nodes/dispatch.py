@@ -249,6 +249,9 @@ def _run_extended(
         )
         return ToolResult(f"Error: {error}", True), False
     outcome = extensions.toolset.run(name, call["args"], session)
+    if (how := outcome.contained) is not None:  # a `sys.exit`, a call past `tools.timeout_s`
+        said = Error(step=step, kind=how.kind, message=how.said, tool_name=name)
+        batch.append(Event(cycle, keys.tool_error(cycle, step, index), said))
     extensions.call(
         "after_tool_call",
         {**info, "args": call["args"], "output": outcome.output, "error": outcome.error},

@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Engine, inspect, select
 
 from contreact.checkpoints.run_record import RunRecord, record_from_row
 from contreact.checkpoints.schema import runs
+from contreact.config import parse_config
 from contreact.studies.batch import BatchSpec
 from contreact.text.messages import cut
 
@@ -110,9 +112,19 @@ def _compare(stored: Mapping[str, Any], planned: Mapping[str, Any]) -> list[Diff
         if path in IDENTITY or any(path == p or path.startswith(p + ".") for p in PLACEMENT):
             continue
         old, new = flat_stored.get(path, _ABSENT), flat_planned.get(path, _ABSENT)
+        if old is _ABSENT and new == _defaults().get(path, _ABSENT):
+            # A setting newer than the stored run, at its default: the run goes on with it
+            # anyway (its config is read with today's defaults when it resumes).
+            continue
         if old != new:
             found.append(Difference(path, _shown(old), _shown(new)))
     return found
+
+
+@cache
+def _defaults() -> dict[str, Any]:
+    """Every setting of a run config at its default, as `a.b.c` paths."""
+    return _flatten(parse_config({"run_id": "r", "model": "m"}).model_dump(mode="json"))
 
 
 def _flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

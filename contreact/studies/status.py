@@ -25,9 +25,17 @@ FINAL = frozenset({"completed", "failed", "interrupted", "paused"})
 SETTLED = frozenset({"completed", "failed", "paused"})
 """Statuses that stay as they are until a person acts (an interrupted run is resumed by a
 worker's sweep or a person; a queued or running one moves by itself)."""
-NOTED = ("INTERVENTION", "HOOK")
+NOTED = ("INTERVENTION", "HOOK", "ERROR")
 """Events a person following a run is told of as they happen: an intervention acted, a
-hook vetoed or rewrote a tool call."""
+hook vetoed or rewrote a tool call, a tool of the run's own was contained (`CONTAINED`)."""
+CONTAINED = frozenset({"tool_escaped", "tool_timeout"})
+"""The ERROR kinds that are noted: a tool raised past `Exception` or ran past its timeout
+(the run went on; other errors are the run's record, or its failure, not news)."""
+
+
+def noted(event_type: str, payload: dict[str, Any]) -> bool:
+    """Whether a person following the run is told of this event (`NOTED`, `CONTAINED`)."""
+    return event_type != "ERROR" or payload.get("kind") in CONTAINED
 
 
 def _time(stamp: str) -> float:
@@ -121,7 +129,8 @@ class EventTail:
             ).all()
         if rows:
             self._after = max(int(r.id) for r in rows)
-        return [RunNote(self.run_id, r.cycle, r.event_type, json.loads(r.payload)) for r in rows]
+        notes = [RunNote(self.run_id, r.cycle, r.event_type, json.loads(r.payload)) for r in rows]
+        return [n for n in notes if noted(n.event_type, n.payload)]
 
 
 @dataclass(frozen=True)
@@ -190,7 +199,8 @@ class BatchWatch:
                 ended.append(done)
             if row.event_type in NOTED and not self._first:
                 note = RunNote(row.run_id, row.cycle, row.event_type, json.loads(row.payload))
-                self.notes.append(note)
+                if noted(note.event_type, note.payload):
+                    self.notes.append(note)
         for record in list_runs(self.engine):
             view = self.views.get(record.run_id)
             if view is not None:

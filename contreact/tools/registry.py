@@ -14,10 +14,13 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
+from functools import cached_property, partial
+from typing import Any, Literal
 
+from contreact.checkpoints.activity import in_tool
 from contreact.checkpoints.failpoints import tally
+from contreact.checkpoints.lineage import SCOPE_SEPARATOR
+from contreact.tools.containment import Escaped, Returned, contained
 from contreact.tools.custom import CustomTool, ExtensionError
 from contreact.tools.memory import (
     ToolError,
@@ -49,11 +52,25 @@ _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
 @dataclass(frozen=True)
+class Contained:
+    """A call of a tool of your own that raised past `Exception` or never returned.
+
+    `kind` is the ERROR event's (`tool_escaped`, `tool_timeout`); `said` finishes the
+    sentence "tool `name` ..." for the run's record and its live output.
+    """
+
+    kind: Literal["tool_escaped", "tool_timeout"]
+    said: str
+
+
+@dataclass(frozen=True)
 class ToolResult:
     """A tool's output as the model will see it, and whether it was an error."""
 
     output: str
     error: bool = False
+    contained: Contained | None = None
+    """Set when containment answered the call instead of the tool (`tools.containment`)."""
 
 
 def _docstring_parts(fn: ToolFunction) -> tuple[str, dict[str, str]]:
@@ -109,9 +126,17 @@ class Toolset:
 
     builtins: Mapping[str, ToolFunction] = field(default_factory=lambda: dict(TOOLS))
     custom: Mapping[str, CustomTool] = field(default_factory=dict)
+    timeout_s: float | None = None
+    """How long a call of a tool of your own may run before it is abandoned (None: no
+    limit); a run's is its config's `tools.timeout_s`."""
 
     @classmethod
-    def of(cls, disable: Iterable[str] = (), custom: Sequence[CustomTool] = ()) -> Toolset:
+    def of(
+        cls,
+        disable: Iterable[str] = (),
+        custom: Sequence[CustomTool] = (),
+        timeout_s: float | None = None,
+    ) -> Toolset:
         """The built-ins but `disable`, and `custom`; a name used twice is an error."""
         off = set(disable)
         builtins = {n: f for n, f in TOOLS.items() if n not in off}
@@ -128,7 +153,7 @@ class Toolset:
                     f" and {tool.origin.get('import_path')}"
                 )
             own[tool.name] = tool
-        return cls(builtins, own)
+        return cls(builtins, own, timeout_s)
 
     @property
     def names(self) -> list[str]:
@@ -159,8 +184,8 @@ class Toolset:
         """Run one tool call; a refusal becomes an error result, never an exception.
 
         `GraphInterrupt` from the operator tool is not caught: it must reach LangGraph.
-        A tool of your own that raises anything but `ToolError` raises here (dispatch
-        records it as the tool's failure).
+        A tool of your own runs contained (`_contained`); one that raises an `Exception`
+        but `ToolError` raises here (dispatch records it as the tool's failure).
         """
         own = self.custom.get(name)
         fn = self.builtins.get(name)
@@ -171,7 +196,7 @@ class Toolset:
         tally(f"tool:{name}")
         try:
             if own is not None:
-                return ToolResult(own(args, session.key))
+                return self._contained(own, args, session)
             assert fn is not None
             return ToolResult(fn(session, **args))
         except ToolError as exc:
@@ -181,6 +206,35 @@ class Toolset:
                 raise
             # The parser validates arguments first; this guards direct callers.
             return ToolResult(f"Error: bad arguments for {name}: {exc}.", True)
+
+    def _contained(
+        self, tool: CustomTool, args: Mapping[str, Any], session: ToolSession
+    ) -> ToolResult:
+        """A tool of your own, run so that it can neither stop nor wedge the run.
+
+        What it raises past `Exception` (`sys.exit`, ...) and a call past `timeout_s`
+        become the call's error result; while it runs, the run's heartbeat says so.
+        """
+        run_id = session.run_id.partition(SCOPE_SEPARATOR)[0]
+        with in_tool(run_id, tool.name):
+            ended = contained(partial(tool, args, session.key), self.timeout_s, tool.name)
+        if isinstance(ended, Returned):
+            return ToolResult(ended.value)
+        if isinstance(ended, Escaped):
+            said = f"raised {ended.said}"
+            return ToolResult(
+                f"Error: the tool {tool.name} {said} instead of returning a result; it did "
+                "not finish.",
+                True,
+                Contained("tool_escaped", said),
+            )
+        said = f"did not return within {ended.seconds:g} s (tools.timeout_s) and was abandoned"
+        return ToolResult(
+            f"Error: the tool {tool.name} {said}; its result is unknown, and it may still "
+            "finish what it was doing.",
+            True,
+            Contained("tool_timeout", said),
+        )
 
 
 BUILTIN_TOOLSET = Toolset()

@@ -22,6 +22,7 @@ def test_the_old_string_form_is_a_mode() -> None:
         "add": [],
         "disable": [],
         "entry_points": True,
+        "timeout_s": 300.0,
     }
 
 
@@ -29,6 +30,13 @@ def test_the_full_form() -> None:
     tools = config(tools={"mode": "native", "add": ["pkg.mod:clock"], "disable": ["delete"]})
     assert tools.tools.add == ["pkg.mod:clock"]
     assert tools.tools.disable == ["delete"]
+
+
+def test_a_tool_call_s_timeout_is_minutes_by_default_and_null_means_none() -> None:
+    assert config(tools={"timeout_s": 2.5}).tools.timeout_s == 2.5
+    assert config(tools={"timeout_s": None}).tools.timeout_s is None
+    with pytest.raises(ConfigError, match="tools.timeout_s"):
+        config(tools={"timeout_s": 0})
 
 
 def test_the_builtins_named_in_config_are_the_registrys() -> None:

@@ -61,6 +61,18 @@ def test_more_cycles_more_replicates_and_other_hosts_are_no_difference(tmp_path:
     assert all(short_of(r, 5) for r in runs) and not any(short_of(r, 2) for r in runs)
 
 
+def test_a_setting_newer_than_the_stored_runs_is_no_difference_at_its_default(
+    tmp_path: Path,
+) -> None:
+    runs = stored(plan(tmp_path))
+    for run in runs:  # as a release before `tools.timeout_s` stored them
+        del run.config["tools"]["timeout_s"]
+    assert differences(plan(tmp_path), runs) == []
+    assert differences(plan(tmp_path, tools={"timeout_s": 60}), runs) == [
+        "`tools.timeout_s`: not set in its 2 runs, 60.0 in the config"
+    ]
+
+
 def test_every_other_difference_is_named_once_with_how_many_runs_have_it(tmp_path: Path) -> None:
     runs = stored(plan(tmp_path))
     changed = plan(
