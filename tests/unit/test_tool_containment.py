@@ -146,7 +146,7 @@ def test_a_toolset_answers_an_escape_and_a_timeout_with_an_error_result() -> Non
         custom=[custom_tool(quits, "t:quits"), custom_tool(never_returns, "t:never_returns")],
         timeout_s=0.2,
     )
-    session = ToolSession(run_id="r", conn=None, key="r:c1:s1:t0")  # type: ignore[arg-type]
+    session = ToolSession(run_id="r", memory=None, key="r:c1:s1:t0")  # type: ignore[arg-type]
     quit_result = tools.run("quits", {}, session)
     assert quit_result.error
     assert quit_result.output.startswith("Error: the tool quits raised SystemExit(5)")
@@ -169,7 +169,7 @@ def test_langgraph_s_interrupt_from_a_tool_passes_on_as_before() -> None:
     from langgraph.errors import GraphInterrupt
 
     tools = Toolset.of(custom=[custom_tool(asks, "t:asks")], timeout_s=5)
-    session = ToolSession(run_id="r", conn=None, key="r:c1:s1:t0")  # type: ignore[arg-type]
+    session = ToolSession(run_id="r", memory=None, key="r:c1:s1:t0")  # type: ignore[arg-type]
     with pytest.raises(GraphInterrupt):
         tools.run("asks", {}, session)
 
