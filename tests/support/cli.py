@@ -33,9 +33,22 @@ def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def cli(
-    backend: Backend, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+    backend: Backend,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m contreact` with the backend's flags; returns the finished process."""
+    """Run `contreact` with the backend's flags in a process of its own; the finished process.
+
+    The process is forked from a server that imported the engine once (`support.forked`):
+    its own environment, folder, exit status and kills, without seconds of imports each time.
+    `fresh` starts a new interpreter (`python -m contreact`), for tests of start-up itself.
+    """
+    if not fresh:
+        from support.forked import run_one
+
+        return run_one([*backend.cli_args, *args], cli_env(env), ROOT, timeout)
     return subprocess.run(
         [sys.executable, "-m", "contreact", *backend.cli_args, *args],
         cwd=ROOT,
