@@ -22,6 +22,7 @@ A lock left by a frozen writer in the middle of a transaction would block the ta
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import time
@@ -100,18 +101,30 @@ def install_fences(engine: Engine) -> None:
     """
     if engine.dialect.name != "postgresql":
         return
+    statements = [_FUNCTION]
+    statements += [_trigger(t, "run_id", "INSERT OR UPDATE OR DELETE") for t in RUN_TABLES]
+    statements += [_trigger(t, "thread_id", "INSERT OR UPDATE OR DELETE") for t in THREAD_TABLES]
+    statements.append(_trigger("contreact_runs", "run_id", "UPDATE"))
+    made = hashlib.sha256("\n".join(statements).encode()).hexdigest()
     with engine.begin() as conn:
+        # Replacing a trigger locks its table against writes and waits for every open
+        # transaction on it: a frozen machine's would hold a new worker's start for good.
+        # The fences a database already has, exactly these, are left alone.
+        if conn.execute(text(_MADE)).scalar() == made:
+            return
         # Two workers starting at once would race on CREATE OR REPLACE.
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('contreact_fence'))"))
         conn.execute(text("CREATE SEQUENCE IF NOT EXISTS contreact_lease_tokens"))
-        conn.execute(text(_FUNCTION))
-        statements = [_trigger(t, "run_id", "INSERT OR UPDATE OR DELETE") for t in RUN_TABLES]
-        statements += [
-            _trigger(t, "thread_id", "INSERT OR UPDATE OR DELETE") for t in THREAD_TABLES
-        ]
-        statements.append(_trigger("contreact_runs", "run_id", "UPDATE"))
         for statement in statements:
             conn.execute(text(statement))
+        conn.execute(text(f"COMMENT ON FUNCTION contreact_fence() IS '{made}'"))
+
+
+_MADE = """
+SELECT obj_description(p.oid, 'pg_proc') FROM pg_proc p
+WHERE p.proname = 'contreact_fence' AND p.pronargs = 0
+"""
+"""The fingerprint of the fences as they were last put on (a comment on their function)."""
 
 
 def worker_name() -> str:

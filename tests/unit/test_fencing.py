@@ -138,3 +138,22 @@ def test_taking_a_lease_waits_for_the_old_holders_write_in_flight(leased: Any) -
     assert taken.wait(5)
     with engine.connect() as conn:
         assert conn.execute(select(journal.c.key).where(journal.c.run_id == "r1")).scalar() == "k"
+
+
+def test_a_worker_starting_beside_a_frozen_transaction_is_not_held_by_it(leased: Any) -> None:
+    """Fences already in place are not put on again, so no table lock waits for a freeze."""
+    storage, engine, _ = leased
+    frozen = create_engine(storage.url)
+    started = threading.Event()
+    with frozen.begin() as conn:
+        # A machine stopped inside a write: its transaction stays open, its row lock held.
+        conn.execute(update(runs).where(runs.c.run_id == "r1").values(host="frozen"))
+
+        def start() -> None:
+            install_fences(engine_for(storage))
+            started.set()
+
+        threading.Thread(target=start, daemon=True).start()
+        assert started.wait(10), "a new worker's start waited for the frozen transaction"
+        conn.rollback()
+    frozen.dispose()
