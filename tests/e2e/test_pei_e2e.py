@@ -309,8 +309,10 @@ def test_pei_bad_input_and_a_failing_evaluator(
 THREE = ["stub-eval", "stub-other", "stub-model"]  # asked in another order than the config's
 
 
-def small_batch(backend: Backend, server: StubServer, tmp_path: Path, **extra: Any) -> list[str]:
-    """A 2-model x 2-replicate x 2-cycle batch `s`, run in-process; its run ids."""
+def batch_config(
+    backend: Backend, server: StubServer, tmp_path: Path, cycles: int, **extra: Any
+) -> Path:
+    """The config of a 2-model x 2-replicate batch `s` of `cycles` cycles."""
     path = tmp_path / "s.yaml"
     path.write_text(
         yaml.safe_dump(
@@ -318,7 +320,7 @@ def small_batch(backend: Backend, server: StubServer, tmp_path: Path, **extra: A
                 "batch": "s",
                 "models": MODELS,
                 "replicates": 2,
-                "cycles": 2,
+                "cycles": cycles,
                 "ollama": {"host": server.url, "timeout_s": 20, "retries": 0},
                 "storage": backend.storage_yaml(),
                 **extra,
@@ -326,7 +328,12 @@ def small_batch(backend: Backend, server: StubServer, tmp_path: Path, **extra: A
         ),
         encoding="utf-8",
     )
-    spec = load_batch(path)
+    return path
+
+
+def small_batch(backend: Backend, server: StubServer, tmp_path: Path, **extra: Any) -> list[str]:
+    """A 2-model x 2-replicate x 2-cycle batch `s`, run in-process; its run ids."""
+    spec = load_batch(batch_config(backend, server, tmp_path, 2, **extra))
     for planned in spec.runs:
         start_run(parse_config(planned.config, planned.run_id), backend.storage())
     return [r.run_id for r in spec.runs]
@@ -488,20 +495,7 @@ def test_pei_batch_rates_what_it_can_and_names_the_rest(
 def test_pei_rows_follow_the_config_not_the_order_the_runs_finished(
     pei_stub: StubServer, sqlite_backend: Backend, tmp_path: Path
 ) -> None:
-    path = tmp_path / "s.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "batch": "s",
-                "models": MODELS,
-                "replicates": 2,
-                "cycles": 1,
-                "ollama": {"host": pei_stub.url, "timeout_s": 20, "retries": 0},
-                "storage": sqlite_backend.storage_yaml(),
-            }
-        ),
-        encoding="utf-8",
-    )
+    path = batch_config(sqlite_backend, pei_stub, tmp_path, 1)
     spec = load_batch(path)
     config_order = [r.run_id for r in spec.runs]
     # Each model's second replicate finished first (as with `--parallel` or several workers).

@@ -62,9 +62,16 @@ def _one(argv: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> 
     os.environ.update(env)
     # What an interpreter would have put on its path at start, before the installed packages.
     sys.path[:0] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    _exit_with(argv)
+
+
+def _exit_with(argv: list[str], gate: Any = None) -> None:
+    """Run `contreact ARGV` here (after `gate`, if any) and end the process with its status."""
     from contreact.cli import main
 
     sys.argv = ["contreact", *argv]
+    if gate is not None:
+        gate.wait()
     code = 0
     try:
         main()
@@ -102,18 +109,7 @@ def _command(argv: list[str], env: dict[str, str], gate: Any, out: str) -> None:
     os.close(fd)
     os.environ.clear()
     os.environ.update(env)
-    from contreact.cli import main
-
-    sys.argv = ["contreact", *argv]
-    gate.wait()
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    _exit_with(argv, gate)
 
 
 @dataclass(frozen=True)
