@@ -15,6 +15,7 @@ way; a test of start-up itself (imports, `--help`'s speed) starts a fresh interp
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 import subprocess
@@ -77,6 +78,9 @@ def _exit_with(argv: list[str], gate: Any = None) -> None:
         main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    # What an interpreter does as it exits: the exit handlers (a tracer's last spans are
+    # sent from one), then the streams.
+    atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
