@@ -31,7 +31,7 @@ def newcomer_env() -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("CONTREACT_", "VIRTUAL_ENV"))}
     # pip's compiling every installed module ahead of time is most of the install's CPU and
     # none of what the command proves; the demo compiles what it imports as it runs.
-    return {**keep, "PATH": os.pathsep.join(path), "PIP_NO_COMPILE": "1"}
+    return {**keep, "PATH": os.pathsep.join(path), "PIP_COMPILE": "false"}
 
 
 def test_newcomer_install_and_demo(tmp_path: Path) -> None:
