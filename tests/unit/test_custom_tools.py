@@ -127,17 +127,18 @@ def test_a_tool_needs_a_docstring_and_must_be_a_function() -> None:
 def test_entry_points_of_installed_packages_are_taken(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "my_tools.py").write_text(
+    (tmp_path / "entry_point_tools.py").write_text(
         'def ping() -> str:\n    """Answer pong."""\n    return "pong"\n'
     )
-    info = tmp_path / "my_tools-1.2.dist-info"
+    info = tmp_path / "entry_point_tools-1.2.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-tools\nVersion: 1.2\n")
-    (info / "entry_points.txt").write_text("[contreact.tools]\npinger = my_tools:ping\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: entry-point-tools\nVersion: 1.2\n")
+    (info / "entry_points.txt").write_text("[contreact.tools]\npinger = entry_point_tools:ping\n")
+    # A name no other test's module has: a worker's other tests may have imported theirs.
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         [found] = [t for t in from_config([], entry_points=True) if t.name == "pinger"]
-        assert found.origin["import_path"] == "my_tools:ping"
+        assert found.origin["import_path"] == "entry_point_tools:ping"
         assert from_config([], entry_points=False) == []
     finally:
-        sys.modules.pop("my_tools", None)
+        sys.modules.pop("entry_point_tools", None)
