@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from contreact.analysis.report.tables import Hashes
 from contreact.cli.runs import real_demo_settings
 from contreact.stub import ChatRequest, Reply, StubServer
 from contreact.stub.real import (
@@ -109,7 +110,10 @@ def test_the_cli_runs_each_shipped_model_in_text_tool_mode(
     assert report.returncode == 0, report.stderr
     markdown = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
     assert f"- {model} (1 run): {len(calls)} steps, " in markdown
-    assert gguf_digest(served) in markdown
+    # Tables show a hash shortened (they must fit a page); the HTML keeps it whole beside.
+    assert Hashes.short(gguf_digest(served)) in markdown
+    page = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    assert f'title="{gguf_digest(served)}"' in page
 
 
 def test_in_constrained_mode_every_step_parses_and_reaches_the_memory_tools(
