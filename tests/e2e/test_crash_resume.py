@@ -61,7 +61,7 @@ def uninterrupted(backend: Backend, folder: Path) -> dict[str, Any]:
         reflections, memory, events = outcome(backend, "ref")
         return {
             "outcome": [reflections, memory, events],
-            "requests": sorted(json.dumps(r["body"], sort_keys=True) for r in server.requests()),
+            "requests": sorted(bodies(server.requests()).elements()),
             "tools": tally.read_text(encoding="utf-8").split(),
         }
 
